@@ -1,0 +1,46 @@
+// Op-level reference kernels. Each has the KernelFn signature (runtime/kernel/kernel.h), takes
+// shapes already set by the op's shape function and computes in the plainest possible way
+// (f32 math accumulated in double). These define the semantics every other kernel is tested against.
+#pragma once
+
+#include <cstddef>
+
+#include "runtime/kernel/kernel.h"
+
+namespace ember::kernels::reference {
+
+#define EMBER_REFERENCE_KERNEL(name)                                                      \
+  void name(KernelContext& ctx, const OpAttrs& attrs, const TensorView* inputs,          \
+            size_t input_count, TensorView* outputs, size_t output_count)
+
+// f32, numpy broadcasting.
+EMBER_REFERENCE_KERNEL(add);
+EMBER_REFERENCE_KERNEL(sub);
+EMBER_REFERENCE_KERNEL(mul);
+EMBER_REFERENCE_KERNEL(div);
+// f32 elementwise. gelu: erf form (GeluApprox::None) or tanh form (GeluApprox::Tanh).
+EMBER_REFERENCE_KERNEL(relu);
+EMBER_REFERENCE_KERNEL(gelu);
+EMBER_REFERENCE_KERNEL(silu);
+EMBER_REFERENCE_KERNEL(sigmoid);
+EMBER_REFERENCE_KERNEL(tanh);
+// f32. matmul: [.., M, K] x [.., K, N], batch dims broadcast. linear: x [.., K], w [N, K], b [N]?
+EMBER_REFERENCE_KERNEL(matmul);
+EMBER_REFERENCE_KERNEL(linear);
+// f32 NCHW.
+EMBER_REFERENCE_KERNEL(conv2d);
+EMBER_REFERENCE_KERNEL(max_pool2d);
+EMBER_REFERENCE_KERNEL(avg_pool2d);
+EMBER_REFERENCE_KERNEL(global_avg_pool2d);
+// f32.
+EMBER_REFERENCE_KERNEL(softmax);
+EMBER_REFERENCE_KERNEL(layer_norm);
+// Any dtype of 8 bits or more (bytes are moved, never interpreted).
+EMBER_REFERENCE_KERNEL(reshape);
+EMBER_REFERENCE_KERNEL(transpose);
+EMBER_REFERENCE_KERNEL(concat);
+EMBER_REFERENCE_KERNEL(slice);
+
+#undef EMBER_REFERENCE_KERNEL
+
+}  // namespace ember::kernels::reference

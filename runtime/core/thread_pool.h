@@ -1,0 +1,50 @@
+// ThreadPool: Ember's small parallel-for interface. Kernels split work over it; the caller's thread
+// takes part. parallel_for() never allocates. One parallel_for runs at a time per pool (concurrent
+// callers are serialized), so two Methods on two threads can share one pool.
+#pragma once
+
+#include <cstddef>
+
+namespace ember {
+
+class ThreadPool {
+ public:
+  using TaskFn = void (*)(void* arg, size_t index);
+  virtual ~ThreadPool() = default;
+  // Calls fn(arg, i) for every i in [0, count), on any threads; returns when all are done.
+  virtual void parallel_for(size_t count, TaskFn fn, void* arg) = 0;
+  // Threads that run tasks, the caller included (>= 1).
+  virtual size_t thread_count() const = 0;
+};
+
+// Runs fn(arg, i) for i in [0, count) on `pool`, or inline when pool is null.
+inline void parallel_for(ThreadPool* pool, size_t count, ThreadPool::TaskFn fn, void* arg) {
+  if (pool == nullptr || count <= 1 || pool->thread_count() <= 1) {
+    for (size_t i = 0; i < count; ++i) fn(arg, i);
+  } else {
+    pool->parallel_for(count, fn, arg);
+  }
+}
+
+// Ember's own fixed pool: `thread_count - 1` worker threads started in create(), joined in the
+// destructor. Workers wait on a condition variable between calls (no spinning when idle).
+class FixedThreadPool final : public ThreadPool {
+ public:
+  static constexpr size_t kMaxThreads = 64;
+  // thread_count in [1, kMaxThreads]; allocates the threads (load time, not run time).
+  explicit FixedThreadPool(size_t thread_count);
+  ~FixedThreadPool() override;
+  FixedThreadPool(const FixedThreadPool&) = delete;
+  FixedThreadPool& operator=(const FixedThreadPool&) = delete;
+
+  void parallel_for(size_t count, TaskFn fn, void* arg) override;
+  size_t thread_count() const override { return thread_count_; }
+
+ private:
+  struct State;
+  static void worker_main(State* state);
+  size_t thread_count_;
+  State* state_;
+};
+
+}  // namespace ember

@@ -1,0 +1,36 @@
+// Options for Program::load.
+#pragma once
+
+#include <cstdint>
+
+#include "runtime/core/span.h"
+
+namespace ember {
+
+enum class Verification : uint8_t {
+  Full = 0,        // header + FlatBuffer CRC32C, FlatBuffers verifier, semantic validator, segment xxh64
+  Structural = 1,  // as Full but segment hashes are skipped (fast mmap loads); structure is still checked
+  Trusted = 2,     // no checks at all: only for files the app produced and protects itself
+};
+
+// What to do with a delegate whose backend is not registered, not allowed or not available.
+enum class Fallback : uint8_t {
+  Portable = 0,  // run its GRAPH on the portable kernels (logged once per delegate)
+  Fail = 1,      // fail the load with BackendUnavailable
+};
+
+struct SymbolValue {
+  const char* name = "";
+  int64_t value = 0;
+};
+
+struct LoadOptions {
+  Verification verification = Verification::Full;
+  // Backends delegates may use, in priority order; empty = every registered backend.
+  Span<const char* const> backends;
+  Fallback fallback = Fallback::Portable;
+  // Program-level symbols fixed at load (e.g. the KV cache's num_blocks); others take their max.
+  Span<const SymbolValue> symbols;
+};
+
+}  // namespace ember

@@ -1,0 +1,77 @@
+// Method: one executable instance of a program's method. Single-threaded: one thread calls
+// execute() at a time (request_abort() may come from any thread). Two Methods of one Program may run
+// on two threads. After load, execute() makes no heap allocation.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+
+#include "runtime/backend/backend.h"
+#include "runtime/core/status.h"
+#include "runtime/core/tensor_view.h"
+#include "runtime/executor/method_meta.h"
+#include "runtime/kernel/graph_runner.h"
+
+namespace ember {
+
+class Program;
+
+class Method {
+ public:
+  Method(Method&& other) noexcept;
+  Method(const Method&) = delete;
+  Method& operator=(const Method&) = delete;
+  ~Method();  // destroys every delegate handle exactly once
+
+  size_t input_count() const;
+  size_t output_count() const;
+  // A writable view of input i in the IO arena (dims = the current sizes); InvalidArgument when out
+  // of range.
+  Result<TensorView*> input(size_t i);
+  // Binds the sizes of input i (symbols); see GraphRunner::set_input_dims for the checks.
+  Status set_input_sizes(size_t i, Span<const int64_t> dims, ErrorContext* ctx = nullptr);
+  // Copies `src` into input i after checking its dtype and sizes (InvalidArgument otherwise).
+  Status set_input(size_t i, const TensorView& src, ErrorContext* ctx = nullptr);
+  // Output i after execute(); null when out of range.
+  const TensorView* output(size_t i) const;
+
+  // Runs the method. Errors: InvalidArgument (inputs), Cancelled, BackendFailed, ...
+  Status execute(ErrorContext* ctx = nullptr);
+  // Asks a running (or the next) execute() to stop between instructions with Cancelled.
+  void request_abort() { abort_.store(true); }
+
+  MethodMeta meta() const { return meta_; }
+  size_t instruction_count() const;
+  // What runs instruction i: a kernel library ("cpu", "reference"), or for a delegate call the
+  // backend id, or "portable (fallback for <id>)".
+  const char* instruction_backend(size_t i) const;
+
+ private:
+  friend class Program;
+  struct DelegateSlot {
+    const Backend* backend = nullptr;
+    DelegateHandle* handle = nullptr;
+    GraphRunner* fallback = nullptr;
+    const char* backend_id = "";
+    char label[64] = {0};
+  };
+  Method() = default;
+ public:
+  static const size_t kDelegateSlotBytes;  // for exact MethodMeta byte counts
+ private:
+  static Status run_delegate(void* self, uint32_t instruction, const fb::DelegateCall& call, TensorView* values,
+                             ErrorContext* ctx);
+  void destroy_delegates();
+
+  const Program* program_ = nullptr;
+  const fb::Method* method_ = nullptr;
+  MethodMeta meta_;
+  GraphRunner runner_;
+  DelegateSlot* delegates_ = nullptr;
+  uint32_t delegate_count_ = 0;
+  Span<uint8_t> scratch_;
+  std::atomic<bool> abort_{false};
+};
+
+}  // namespace ember

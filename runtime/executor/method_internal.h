@@ -1,0 +1,22 @@
+// Shared between program.cc, method.cc and method_meta.cc; not part of the public API.
+#pragma once
+
+#include <cstddef>
+
+#include "runtime/backend/backend.h"
+#include "runtime/program/graph_view.h"
+
+namespace ember {
+class Program;
+namespace internal {
+
+const fb::Method* find_method(const fb::Program& program, const char* name);
+
+// The backend that will run delegate `d`, or null when it falls back to portable kernels (or fails,
+// with fallback = Fail). Same answer at meta and load time, so byte counts are exact.
+const Backend* choose_backend(const Program& program, const fb::Delegate& delegate);
+
+size_t method_allocator_bytes(const Program& program, const fb::Method& method);
+
+}  // namespace internal
+}  // namespace ember

@@ -1,0 +1,201 @@
+#include "runtime/executor/program.h"
+
+#include <cstring>
+#include <new>
+
+#include "runtime/core/hash.h"
+#include "runtime/executor/method.h"
+#include "runtime/executor/method_internal.h"
+#include "runtime/platform/platform.h"
+#include "runtime/program/validator.h"
+
+namespace ember {
+namespace {
+
+template <typename T>
+uint32_t size_of(const flatbuffers::Vector<T>* v) { return v ? v->size() : 0; }
+
+}  // namespace
+
+Result<Program> Program::load(DataLoader& loader, const RuntimeContext& runtime, const LoadOptions& options,
+                              ErrorContext* ctx) {
+  const bool check = options.verification != Verification::Trusted;
+  const uint64_t file_size = loader.size();
+  Program program;
+  program.runtime_ = runtime;
+  program.options_ = options;
+
+  // Header.
+  {
+    const size_t n = file_size < kHeaderSize ? static_cast<size_t>(file_size) : kHeaderSize;
+    Result<FreeableBuffer> bytes = loader.load(0, n, 8);
+    if (!bytes.is_ok()) return EMBER_FAIL(ctx, bytes.error(), "cannot read the program header");
+    EMBER_RETURN_IF_ERROR(decode_header(bytes->data(), bytes->size(), file_size, check, &program.header_, ctx));
+  }
+  const FileHeader& h = program.header_;
+
+  // FlatBuffer: CRC, identifier, verifier.
+  if (ctx) ctx->phase = ErrorContext::Phase::Verify;
+  {
+    Result<FreeableBuffer> bytes = loader.load(h.flatbuffer_offset, h.flatbuffer_size, kFlatBufferAlignment);
+    if (!bytes.is_ok()) return EMBER_FAIL(ctx, bytes.error(), "cannot read the program FlatBuffer");
+    program.flatbuffer_bytes_ = std::move(bytes).value();
+  }
+  const uint8_t* fb_data = program.flatbuffer_bytes_.data();
+  if (check) {
+    const uint32_t crc = crc32c(fb_data, h.flatbuffer_size);
+    if (crc != h.flatbuffer_crc32c) {
+      return EMBER_FAIL(ctx, Error::IntegrityError, "FlatBuffer checksum mismatch (stored %08x, computed %08x)",
+                        h.flatbuffer_crc32c, crc);
+    }
+    if (!fb::ProgramBufferHasIdentifier(fb_data)) {
+      const char* id = flatbuffers::GetBufferIdentifier(fb_data);
+      if (id[0] == 'E' && id[1] == 'M') {
+        return EMBER_FAIL(ctx, Error::VersionMismatch, "FlatBuffer identifier '%.4s', this runtime reads '%s'", id,
+                          fb::ProgramIdentifier());
+      }
+      return EMBER_FAIL(ctx, Error::InvalidProgram, "FlatBuffer identifier is not '%s'", fb::ProgramIdentifier());
+    }
+    flatbuffers::Verifier verifier(fb_data, h.flatbuffer_size, /*max_depth=*/64, /*max_tables=*/4000000);
+    if (!fb::VerifyProgramBuffer(verifier)) {
+      return EMBER_FAIL(ctx, Error::InvalidProgram, "FlatBuffer failed verification (malformed or truncated tables)");
+    }
+  }
+  program.program_ = fb::GetProgram(fb_data);
+  const fb::Program& p = *program.program_;
+
+  // Segments.
+  const uint32_t segment_count = size_of(p.segments());
+  if (segment_count > 4096) return EMBER_FAIL(ctx, Error::InvalidProgram, "%u segments (limit 4096)", segment_count);
+  if (segment_count > 0) {
+    program.segment_buffers_ = static_cast<FreeableBuffer*>(
+        platform_aligned_alloc(alignof(FreeableBuffer), segment_count * sizeof(FreeableBuffer)));
+    program.segment_data_ = static_cast<SegmentData*>(
+        platform_aligned_alloc(alignof(SegmentData), segment_count * sizeof(SegmentData)));
+    if (!program.segment_buffers_ || !program.segment_data_) {
+      return EMBER_FAIL(ctx, Error::OutOfMemory, "allocating %u segment records", segment_count);
+    }
+    for (uint32_t s = 0; s < segment_count; ++s) {
+      new (&program.segment_buffers_[s]) FreeableBuffer();
+      new (&program.segment_data_[s]) SegmentData();
+    }
+    program.segment_count_ = segment_count;
+  }
+  for (uint32_t s = 0; s < segment_count; ++s) {
+    const fb::Segment* seg = p.segments()->Get(s);
+    const uint32_t align = seg->alignment();
+    const bool kind_ok = seg->kind() >= fb::SegmentKind::Constants && seg->kind() <= fb::SegmentKind::Debug;
+    if (check && (!kind_ok || align < 64 || align > kConstantSegmentAlignment || (align & (align - 1)) != 0 ||
+                  seg->offset() % align != 0 ||
+                  (seg->kind() == fb::SegmentKind::Constants && align != kConstantSegmentAlignment) ||
+                  seg->offset() > h.segment_size || seg->size() > h.segment_size - seg->offset())) {
+      return EMBER_FAIL(ctx, Error::InvalidProgram,
+                        "segment %u (kind %u, offset %llu, size %llu, alignment %u) is outside the %llu-byte segment "
+                        "area or misaligned", s, static_cast<unsigned>(seg->kind()),
+                        static_cast<unsigned long long>(seg->offset()), static_cast<unsigned long long>(seg->size()),
+                        align, static_cast<unsigned long long>(h.segment_size));
+    }
+    Result<FreeableBuffer> bytes = loader.load(h.segment_base + seg->offset(), static_cast<size_t>(seg->size()),
+                                               align > 4096 ? 4096 : align);
+    if (!bytes.is_ok()) return EMBER_FAIL(ctx, bytes.error(), "cannot read segment %u", s);
+    program.segment_buffers_[s] = std::move(bytes).value();
+    program.segment_data_[s] = SegmentData{program.segment_buffers_[s].data(), seg->size(), seg->kind()};
+    if (options.verification == Verification::Full) {
+      const uint64_t hash = xxh64(program.segment_data_[s].data, static_cast<size_t>(seg->size()));
+      if (hash != seg->xxh64()) {
+        return EMBER_FAIL(ctx, Error::IntegrityError, "segment %u checksum mismatch (stored %016llx, computed %016llx)",
+                          s, static_cast<unsigned long long>(seg->xxh64()), static_cast<unsigned long long>(hash));
+      }
+    }
+    if (seg->kind() == fb::SegmentKind::Debug && seg->size() > 0) {
+      flatbuffers::Verifier verifier(program.segment_data_[s].data, static_cast<size_t>(seg->size()), 64, 1000000);
+      if (check && !verifier.VerifyBuffer<fb::DebugInfo>(nullptr)) {
+        return EMBER_FAIL(ctx, Error::InvalidProgram, "debug segment %u failed verification", s);
+      }
+      program.debug_ = flatbuffers::GetRoot<fb::DebugInfo>(program.segment_data_[s].data);
+    }
+  }
+
+  if (check) EMBER_RETURN_IF_ERROR(validate_program(p, h, program.segments(), ctx));
+
+  // Program-level state, sized with the load-time symbol values.
+  if (ctx) ctx->phase = ErrorContext::Phase::Load;
+  const uint32_t state_count = size_of(p.states());
+  if (state_count > 0) {
+    program.state_buffers_ = static_cast<uint8_t**>(platform_aligned_alloc(alignof(uint8_t*), state_count * sizeof(uint8_t*)));
+    if (!program.state_buffers_) return EMBER_FAIL(ctx, Error::OutOfMemory, "allocating state records");
+    for (uint32_t s = 0; s < state_count; ++s) program.state_buffers_[s] = nullptr;
+    program.state_count_ = state_count;
+    for (uint32_t s = 0; s < state_count; ++s) {
+      const fb::StateDecl* decl = p.states()->Get(s);
+      uint64_t numel = 1;
+      for (uint32_t d = 0; d < size_of(decl->dims()); ++d) {
+        if (__builtin_mul_overflow(numel, static_cast<uint64_t>(decl->dims()->Get(d)->max()), &numel)) numel = UINT64_MAX;
+      }
+      const uint64_t bytes = numel == UINT64_MAX ? UINT64_MAX : nbytes_of(static_cast<ScalarType>(decl->dtype()), numel);
+      program.state_buffers_[s] = bytes > (uint64_t{1} << 40) ? nullptr
+                                      : static_cast<uint8_t*>(platform_aligned_alloc(64, static_cast<size_t>(bytes)));
+      if (program.state_buffers_[s] == nullptr) {
+        return EMBER_FAIL(ctx, Error::OutOfMemory, "allocating state '%s' (%llu bytes)", decl->name()->c_str(),
+                          static_cast<unsigned long long>(bytes));
+      }
+      std::memset(program.state_buffers_[s], 0, static_cast<size_t>(bytes));
+    }
+  }
+  return Result<Program>(std::move(program));
+}
+
+Program::Program(Program&& other) noexcept
+    : header_(other.header_),
+      flatbuffer_bytes_(std::move(other.flatbuffer_bytes_)),
+      program_(other.program_),
+      debug_(other.debug_),
+      segment_buffers_(other.segment_buffers_),
+      segment_data_(other.segment_data_),
+      segment_count_(other.segment_count_),
+      state_buffers_(other.state_buffers_),
+      state_count_(other.state_count_),
+      runtime_(other.runtime_),
+      options_(other.options_) {
+  other.program_ = nullptr;
+  other.segment_buffers_ = nullptr;
+  other.segment_data_ = nullptr;
+  other.segment_count_ = 0;
+  other.state_buffers_ = nullptr;
+  other.state_count_ = 0;
+}
+
+Program::~Program() { release(); }
+
+void Program::release() {
+  for (size_t s = 0; s < segment_count_; ++s) segment_buffers_[s].~FreeableBuffer();
+  platform_aligned_free(segment_buffers_);
+  platform_aligned_free(segment_data_);
+  for (size_t s = 0; s < state_count_; ++s) platform_aligned_free(state_buffers_[s]);
+  platform_aligned_free(state_buffers_);
+  segment_buffers_ = nullptr;
+  segment_data_ = nullptr;
+  state_buffers_ = nullptr;
+  segment_count_ = state_count_ = 0;
+}
+
+size_t Program::method_count() const { return size_of(program_->methods()); }
+
+const char* Program::method_name(size_t i) const {
+  return i < method_count() ? program_->methods()->Get(static_cast<uint32_t>(i))->name()->c_str() : "";
+}
+
+uint8_t* Program::state_data(const char* name) const {
+  for (size_t s = 0; s < state_count_; ++s) {
+    if (std::strcmp(program_->states()->Get(static_cast<uint32_t>(s))->name()->c_str(), name) == 0) return state_buffers_[s];
+  }
+  return nullptr;
+}
+
+Result<MethodMeta> Program::method_meta(const char* name, ErrorContext* ctx) const {
+  const fb::Method* method = internal::find_method(*program_, name);
+  if (method == nullptr) return EMBER_FAIL(ctx, Error::NotFound, "no method named '%s' in the program", name);
+  return MethodMeta(method, internal::method_allocator_bytes(*this, *method));
+}
+
+}  // namespace ember

@@ -1,0 +1,421 @@
+#include "runtime/kernel/graph_runner.h"
+
+#include <cstdio>
+#include <cstring>
+
+namespace ember {
+
+enum class BoundKind : uint8_t { Kernel, Delegate, Move, Jump };
+
+struct GraphRunner::Bound {
+  BoundKind kind = BoundKind::Kernel;
+  uint8_t input_count = 0;
+  uint8_t output_count = 0;
+  uint32_t arg_begin = 0;   // into args_: inputs then outputs
+  uint32_t a = 0, b = 0;    // Move: src, dst. Jump: cond, target.
+  const OpInfo* info = nullptr;
+  const KernelRegistry::Entry* kernel = nullptr;
+  OpAttrs attrs;
+};
+
+namespace {
+
+template <typename T>
+uint32_t size_of(const flatbuffers::Vector<T>* v) { return v ? v->size() : 0; }
+
+size_t align16(size_t n) { return (n + 15) & ~size_t{15}; }
+
+uint32_t total_args(const fb::Graph& graph) {
+  uint32_t n = 0;
+  for (uint32_t i = 0; i < size_of(graph.instructions()); ++i) {
+    const fb::KernelCall* call = graph.instructions()->Get(i)->args_as_KernelCall();
+    if (call) n += size_of(call->inputs()) + size_of(call->outputs());
+  }
+  return n;
+}
+
+void copy_ints(const flatbuffers::Vector<int32_t>* v, int32_t* out, uint32_t n) {
+  for (uint32_t i = 0; i < n && v && i < v->size(); ++i) out[i] = v->Get(i);
+}
+
+// Fills the plain-data attributes from the op's table (shapes validated by the validator).
+void decode_attrs(const fb::KernelCall& call, OpAttrs* a) {
+  switch (call.attrs_type()) {
+    case fb::Attributes::GeluAttrs:
+      a->kind = AttrKind::Gelu;
+      a->gelu_approx = static_cast<GeluApprox>(call.attrs_as_GeluAttrs()->approximate());
+      break;
+    case fb::Attributes::AxisAttrs:
+      a->kind = AttrKind::Axis;
+      a->axis = call.attrs_as_AxisAttrs()->axis();
+      break;
+    case fb::Attributes::LinearAttrs:
+      a->kind = AttrKind::Linear;
+      a->activation_quant = static_cast<ActivationQuant>(call.attrs_as_LinearAttrs()->activation_quant());
+      break;
+    case fb::Attributes::Conv2dAttrs: {
+      const fb::Conv2dAttrs* c = call.attrs_as_Conv2dAttrs();
+      a->kind = AttrKind::Conv2d;
+      copy_ints(c->stride(), a->stride, 2);
+      copy_ints(c->padding(), a->padding, 4);
+      copy_ints(c->dilation(), a->dilation, 2);
+      a->groups = c->groups();
+      break;
+    }
+    case fb::Attributes::Pool2dAttrs: {
+      const fb::Pool2dAttrs* p = call.attrs_as_Pool2dAttrs();
+      a->kind = AttrKind::Pool2d;
+      copy_ints(p->kernel(), a->kernel, 2);
+      copy_ints(p->stride(), a->stride, 2);
+      copy_ints(p->padding(), a->padding, 4);
+      copy_ints(p->dilation(), a->dilation, 2);
+      a->ceil_mode = p->ceil_mode();
+      a->count_include_pad = p->count_include_pad();
+      break;
+    }
+    case fb::Attributes::NormAttrs:
+      a->kind = AttrKind::Norm;
+      a->axis = call.attrs_as_NormAttrs()->axis();
+      a->epsilon = call.attrs_as_NormAttrs()->epsilon();
+      break;
+    case fb::Attributes::ReshapeAttrs: {
+      const auto* dims = call.attrs_as_ReshapeAttrs()->dims();
+      a->kind = AttrKind::Reshape;
+      a->count = static_cast<uint8_t>(size_of(dims));
+      for (uint32_t i = 0; i < a->count; ++i) {
+        a->shape[i] = dims->Get(i)->max();
+        a->shape_sym[i] = dims->Get(i)->sym();
+      }
+      break;
+    }
+    case fb::Attributes::PermuteAttrs: {
+      const auto* perm = call.attrs_as_PermuteAttrs()->perm();
+      a->kind = AttrKind::Permute;
+      a->count = static_cast<uint8_t>(size_of(perm));
+      copy_ints(perm, a->perm, a->count);
+      break;
+    }
+    case fb::Attributes::SliceAttrs: {
+      const fb::SliceAttrs* s = call.attrs_as_SliceAttrs();
+      a->kind = AttrKind::Slice;
+      a->count = static_cast<uint8_t>(size_of(s->axes()));
+      for (uint32_t i = 0; i < a->count; ++i) {
+        a->axes[i] = s->axes()->Get(i);
+        a->starts[i] = s->starts()->Get(i);
+        a->ends[i] = s->ends()->Get(i);
+        a->steps[i] = s->steps()->Get(i);
+      }
+      break;
+    }
+    default:
+      a->kind = AttrKind::None;
+      break;
+  }
+}
+
+// Appends "; text" to a fixed buffer, keeping it NUL-terminated.
+void append(char* buffer, size_t size, const char* text) {
+  const size_t used = std::strlen(buffer);
+  if (used + 1 < size) std::snprintf(buffer + used, size - used, "%s%s", used ? "; " : "", text);
+}
+
+}  // namespace
+
+size_t GraphRunner::memory_bytes(const fb::Graph& graph) {
+  const size_t values = size_of(graph.values());
+  return align16(values * sizeof(TensorView)) + align16(values * sizeof(uint64_t)) +
+         align16(size_of(graph.symbols()) * sizeof(int64_t)) +
+         align16(size_of(graph.instructions()) * sizeof(Bound)) + align16(total_args(graph) * sizeof(int32_t));
+}
+
+const char* GraphRunner::node_name(uint32_t instruction) const {
+  const uint32_t id = graph_.graph().instructions()->Get(instruction)->debug_id();
+  if (debug_ == nullptr || id == 0 || id > size_of(debug_->nodes())) return "";
+  const fb::DebugNode* node = debug_->nodes()->Get(id - 1);
+  return node->name() ? node->name()->c_str() : "";
+}
+
+Status GraphRunner::bind(const GraphView& graph, const KernelRegistry* kernels, const fb::DebugInfo* debug,
+                         BumpAllocator& allocator, ResolveFn resolve, void* user, ErrorContext* ctx) {
+  graph_ = graph;
+  debug_ = debug;
+  const fb::Graph& g = graph.graph();
+  value_count_ = size_of(g.values());
+  instruction_count_ = size_of(g.instructions());
+  symbol_count_ = size_of(g.symbols());
+  const uint32_t arg_count = total_args(g);
+  values_ = static_cast<TensorView*>(allocator.allocate(align16(value_count_ * sizeof(TensorView)), 16));
+  capacity_ = static_cast<uint64_t*>(allocator.allocate(align16(value_count_ * sizeof(uint64_t)), 16));
+  symbols_ = static_cast<int64_t*>(allocator.allocate(align16(symbol_count_ * sizeof(int64_t)), 16));
+  instructions_ = static_cast<Bound*>(allocator.allocate(align16(instruction_count_ * sizeof(Bound)), 16));
+  args_ = static_cast<int32_t*>(allocator.allocate(align16(arg_count * sizeof(int32_t)), 16));
+  if (!values_ || !capacity_ || !symbols_ || !instructions_ || !args_) {
+    return EMBER_FAIL(ctx, Error::OutOfMemory, "method allocator too small: binding needs %zu bytes",
+                      memory_bytes(g));
+  }
+  for (uint32_t s = 0; s < symbol_count_; ++s) symbols_[s] = g.symbols()->Get(s)->max();
+  for (uint32_t v = 0; v < value_count_; ++v) {
+    const fb::Tensor& t = *g.values()->Get(v);
+    new (&values_[v]) TensorView();
+    tensor_shape(t, &values_[v]);
+    capacity_[v] = t.nbytes();
+    EMBER_RETURN_IF_ERROR(resolve(user, v, t, &values_[v].data, ctx));
+  }
+
+  char missing[ErrorContext::kMessageSize] = {0};
+  uint32_t missing_count = 0;
+  uint32_t next_arg = 0;
+  for (uint32_t i = 0; i < instruction_count_; ++i) {
+    const fb::Instruction& ins = *g.instructions()->Get(i);
+    Bound* b = new (&instructions_[i]) Bound();
+    switch (ins.args_type()) {
+      case fb::InstructionArgs::KernelCall: {
+        const fb::KernelCall& call = *ins.args_as_KernelCall();
+        b->kind = BoundKind::Kernel;
+        b->arg_begin = next_arg;
+        b->input_count = static_cast<uint8_t>(size_of(call.inputs()));
+        b->output_count = static_cast<uint8_t>(size_of(call.outputs()));
+        for (uint32_t k = 0; k < b->input_count; ++k) args_[next_arg++] = call.inputs()->Get(k);
+        for (uint32_t k = 0; k < b->output_count; ++k) args_[next_arg++] = static_cast<int32_t>(call.outputs()->Get(k));
+        EMBER_RETURN_IF_ERROR(bind_kernel(i, call, kernels, missing, sizeof(missing), &missing_count, ctx));
+        break;
+      }
+      case fb::InstructionArgs::DelegateCall: b->kind = BoundKind::Delegate; break;
+      case fb::InstructionArgs::Move:
+        b->kind = BoundKind::Move;
+        b->a = ins.args_as_Move()->src();
+        b->b = ins.args_as_Move()->dst();
+        break;
+      case fb::InstructionArgs::JumpIfFalse:
+        b->kind = BoundKind::Jump;
+        b->a = ins.args_as_JumpIfFalse()->cond();
+        b->b = ins.args_as_JumpIfFalse()->target();
+        break;
+      default:
+        return EMBER_FAIL(ctx, Error::InvalidProgram, "instruction %u has no kind", i);
+    }
+  }
+  if (missing_count > 0) {
+    if (ctx) ctx->phase = ErrorContext::Phase::Load;
+    return EMBER_FAIL(ctx, Error::KernelMissing, "%u instruction(s) without a kernel: %s", missing_count, missing);
+  }
+  // Check every kernel's output shape at the upper bounds against what the file declares, so a
+  // kernel can never write past its planned bytes.
+  for (uint32_t i = 0; i < instruction_count_; ++i) {
+    const Bound& b = instructions_[i];
+    if (b.kind != BoundKind::Kernel) continue;
+    TensorView in[kMaxKernelArgs], out[kMaxKernelArgs];
+    for (uint32_t k = 0; k < b.input_count; ++k) {
+      const int32_t v = args_[b.arg_begin + k];
+      in[k] = v < 0 ? TensorView() : values_[v];
+    }
+    for (uint32_t k = 0; k < b.output_count; ++k) out[k] = values_[args_[b.arg_begin + b.input_count + k]];
+    ErrorContext local;
+    if (!b.info->shape(b.attrs, in, b.input_count, out, b.output_count,
+                       Span<const int64_t>(symbols_, symbol_count_), &local).is_ok()) {
+      if (ctx && !ctx->has_error()) ctx->instruction = static_cast<int32_t>(i);
+      return EMBER_FAIL(ctx, Error::InvalidProgram, "instruction %u (%s%s%s): %s", i, b.info->name,
+                        node_name(i)[0] ? " node " : "", node_name(i), local.message);
+    }
+    for (uint32_t k = 0; k < b.output_count; ++k) {
+      const uint32_t v = static_cast<uint32_t>(args_[b.arg_begin + b.input_count + k]);
+      const fb::Tensor& t = *g.values()->Get(v);
+      bool ok = out[k].dtype == values_[v].dtype && out[k].rank == values_[v].rank;
+      for (int d = 0; ok && d < out[k].rank; ++d) ok = out[k].dims[d] == t.dims()->Get(d)->max();
+      if (!ok) {
+        char got[96], want[96];
+        format_dims(out[k].dims, out[k].rank, got, sizeof(got));
+        format_dims(values_[v].dims, values_[v].rank, want, sizeof(want));
+        if (ctx && !ctx->has_error()) { ctx->instruction = static_cast<int32_t>(i); ctx->value = static_cast<int32_t>(v); }
+        return EMBER_FAIL(ctx, Error::InvalidProgram,
+                          "instruction %u (%s): output %u computes %s %s, the program declares %s %s", i,
+                          b.info->name, k, to_string(out[k].dtype), got, to_string(values_[v].dtype), want);
+      }
+    }
+  }
+  return Status::ok();
+}
+
+Status GraphRunner::bind_kernel(uint32_t i, const fb::KernelCall& call, const KernelRegistry* kernels,
+                                char* missing, size_t missing_size, uint32_t* missing_count, ErrorContext* ctx) {
+  Bound& b = instructions_[i];
+  const OpCode op = static_cast<OpCode>(call.op());
+  b.info = find_op_info(op);
+  if (b.info == nullptr) return EMBER_FAIL(ctx, Error::InvalidProgram, "instruction %u: unknown op %u", i, static_cast<unsigned>(op));
+  if (b.input_count < b.info->min_inputs || b.input_count > b.info->max_inputs || b.output_count != b.info->outputs) {
+    if (ctx && !ctx->has_error()) ctx->instruction = static_cast<int32_t>(i);
+    return EMBER_FAIL(ctx, Error::InvalidProgram, "instruction %u: %s takes %u..%u inputs and %u outputs, has %u and %u",
+                      i, b.info->name, b.info->min_inputs, b.info->max_inputs, b.info->outputs, b.input_count,
+                      b.output_count);
+  }
+  decode_attrs(call, &b.attrs);
+  KernelKey key;
+  key.op = op;
+  key.arg_count = static_cast<uint8_t>(b.input_count + b.output_count);
+  for (uint32_t k = 0; k < key.arg_count; ++k) {
+    const int32_t v = args_[b.arg_begin + k];
+    key.dtypes[k] = v < 0 ? ScalarType::Invalid : values_[v].dtype;
+  }
+  if (b.input_count > 0 && args_[b.arg_begin] >= 0) key.dim_order = values_[args_[b.arg_begin]].dim_order;
+  b.kernel = kernels ? kernels->find(key) : nullptr;
+  if (b.kernel == nullptr) {
+    char text[160], formatted[120];
+    format_key(key, formatted, sizeof(formatted));
+    const char* node = node_name(i);
+    std::snprintf(text, sizeof(text), "%s at instruction %u%s%s%s", formatted, i, node[0] ? " (node " : "", node,
+                  node[0] ? ")" : "");
+    if (*missing_count == 0 && ctx && !ctx->has_error()) ctx->instruction = static_cast<int32_t>(i);
+    append(missing, missing_size, text);
+    ++*missing_count;
+  }
+  return Status::ok();
+}
+
+Status GraphRunner::set_input_dims(uint32_t input, Span<const int64_t> dims, ErrorContext* ctx) {
+  const fb::Graph& g = graph_.graph();
+  if (input >= size_of(g.inputs())) {
+    return EMBER_FAIL(ctx, Error::InvalidArgument, "input index %u out of range (%u inputs)", input, size_of(g.inputs()));
+  }
+  const fb::NamedValue* named = g.inputs()->Get(input);
+  const fb::Tensor& t = *g.values()->Get(named->value());
+  const uint32_t rank = size_of(t.dims());
+  if (dims.size() != rank) {
+    return EMBER_FAIL(ctx, Error::InvalidArgument, "input '%s': rank %zu given, the method takes rank %u",
+                      named->name()->c_str(), dims.size(), rank);
+  }
+  for (uint32_t d = 0; d < rank; ++d) {
+    const fb::Dim* dim = t.dims()->Get(d);
+    if (dim->sym() == 0) {
+      if (dims[d] != dim->max()) {
+        return EMBER_FAIL(ctx, Error::InvalidArgument, "input '%s' dim %u: %lld given, the method takes %lld",
+                          named->name()->c_str(), d, static_cast<long long>(dims[d]), static_cast<long long>(dim->max()));
+      }
+    } else {
+      const fb::Symbol* sym = g.symbols()->Get(dim->sym() - 1u);
+      if (dims[d] < sym->min() || dims[d] > sym->max()) {
+        return EMBER_FAIL(ctx, Error::InvalidArgument, "input '%s' dim %u (%s): %lld given, allowed %lld..%lld",
+                          named->name()->c_str(), d, sym->name()->c_str(), static_cast<long long>(dims[d]),
+                          static_cast<long long>(sym->min()), static_cast<long long>(sym->max()));
+      }
+    }
+  }
+  TensorView& view = values_[named->value()];
+  for (uint32_t d = 0; d < rank; ++d) view.dims[d] = dims[d];
+  return Status::ok();
+}
+
+void GraphRunner::bind_value(uint32_t value, const TensorView& view) {
+  TensorView& v = values_[value];
+  v.data = view.data;
+  v.rank = view.rank;
+  for (int d = 0; d < view.rank; ++d) v.dims[d] = view.dims[d];
+}
+
+Status GraphRunner::derive_symbols(ErrorContext* ctx) {
+  const fb::Graph& g = graph_.graph();
+  for (uint32_t s = 0; s < symbol_count_; ++s) symbols_[s] = -1;
+  for (uint32_t i = 0; i < size_of(g.inputs()); ++i) {
+    const uint32_t v = g.inputs()->Get(i)->value();
+    const fb::Tensor& t = *g.values()->Get(v);
+    for (uint32_t d = 0; d < size_of(t.dims()); ++d) {
+      const uint16_t sym = t.dims()->Get(d)->sym();
+      if (sym == 0) continue;
+      const int64_t size = values_[v].dims[d];
+      int64_t& bound = symbols_[sym - 1];
+      if (bound >= 0 && bound != size) {
+        return EMBER_FAIL(ctx, Error::InvalidArgument, "inputs disagree on symbol '%s': %lld vs %lld",
+                          g.symbols()->Get(sym - 1u)->name()->c_str(), static_cast<long long>(bound),
+                          static_cast<long long>(size));
+      }
+      bound = size;
+    }
+  }
+  for (uint32_t s = 0; s < symbol_count_; ++s) {
+    if (symbols_[s] < 0) symbols_[s] = g.symbols()->Get(s)->max();  // not bound by an input
+  }
+  return Status::ok();
+}
+
+Status GraphRunner::run_kernel(const Bound& b, uint32_t i, KernelContext& kernel_ctx, ErrorContext* ctx) {
+  TensorView in[kMaxKernelArgs], out[kMaxKernelArgs];
+  for (uint32_t k = 0; k < b.input_count; ++k) {
+    const int32_t v = args_[b.arg_begin + k];
+    if (v >= 0) in[k] = values_[v];
+  }
+  const int32_t* outs = args_ + b.arg_begin + b.input_count;
+  for (uint32_t k = 0; k < b.output_count; ++k) out[k] = values_[outs[k]];
+  if (symbol_count_ > 0) {
+    if (!b.info->shape(b.attrs, in, b.input_count, out, b.output_count,
+                       Span<const int64_t>(symbols_, symbol_count_), ctx).is_ok()) {
+      if (ctx && ctx->instruction < 0) ctx->instruction = static_cast<int32_t>(i);
+      return Status(Error::InvalidArgument, "shape function failed", __FILE__, __LINE__);
+    }
+    for (uint32_t k = 0; k < b.output_count; ++k) {
+      if (out[k].nbytes() > capacity_[outs[k]]) {
+        if (ctx && !ctx->has_error()) ctx->instruction = static_cast<int32_t>(i);
+        return EMBER_FAIL(ctx, Error::InvalidArgument,
+                          "instruction %u (%s): output %u needs %llu bytes, %llu planned (inputs beyond the "
+                          "exported bounds?)", i, b.info->name, k, static_cast<unsigned long long>(out[k].nbytes()),
+                          static_cast<unsigned long long>(capacity_[outs[k]]));
+      }
+      TensorView& dst = values_[outs[k]];
+      dst.rank = out[k].rank;
+      for (int d = 0; d < out[k].rank; ++d) dst.dims[d] = out[k].dims[d];
+    }
+  }
+  b.kernel->fn(kernel_ctx, b.attrs, in, b.input_count, out, b.output_count);
+  return Status::ok();
+}
+
+Status GraphRunner::run(KernelContext& kernel_ctx, const std::atomic<bool>* abort, DelegateFn delegate, void* user,
+                        ErrorContext* ctx) {
+  if (symbol_count_ > 0) EMBER_RETURN_IF_ERROR(derive_symbols(ctx));
+  uint32_t pc = 0;
+  while (pc < instruction_count_) {
+    if (abort != nullptr && abort->load(std::memory_order_relaxed)) {
+      if (ctx && !ctx->has_error()) ctx->instruction = static_cast<int32_t>(pc);
+      return EMBER_FAIL(ctx, Error::Cancelled, "execution cancelled before instruction %u", pc);
+    }
+    const Bound& b = instructions_[pc];
+    switch (b.kind) {
+      case BoundKind::Kernel:
+        EMBER_RETURN_IF_ERROR(run_kernel(b, pc, kernel_ctx, ctx));
+        break;
+      case BoundKind::Delegate: {
+        const fb::DelegateCall& call = *graph_.graph().instructions()->Get(pc)->args_as_DelegateCall();
+        if (delegate == nullptr) return EMBER_FAIL(ctx, Error::Internal, "no delegate handler");
+        EMBER_RETURN_IF_ERROR(delegate(user, pc, call, values_, ctx));
+        break;
+      }
+      case BoundKind::Move: {
+        TensorView& dst = values_[b.b];
+        const TensorView& src = values_[b.a];
+        if (dst.data != src.data) std::memmove(dst.data, src.data, src.nbytes());
+        dst.rank = src.rank;
+        for (int d = 0; d < src.rank; ++d) dst.dims[d] = src.dims[d];
+        break;
+      }
+      case BoundKind::Jump:
+        if (!*static_cast<const bool*>(values_[b.a].data)) {
+          pc = b.b;
+          continue;
+        }
+        break;
+    }
+    ++pc;
+  }
+  return Status::ok();
+}
+
+const char* GraphRunner::instruction_library(uint32_t i) const {
+  const Bound& b = instructions_[i];
+  switch (b.kind) {
+    case BoundKind::Kernel: return b.kernel ? b.kernel->library : "?";
+    case BoundKind::Delegate: return "delegate";
+    case BoundKind::Move: return "move";
+    case BoundKind::Jump: return "jump";
+  }
+  return "?";
+}
+
+}  // namespace ember

@@ -1,0 +1,54 @@
+// Kernel interface: out-variant functions over planned memory, found at load by KernelKey and bound
+// to function pointers. A kernel never fails: the op's shape function (op_info.h) has validated the
+// shapes, and the loader the dtypes, before it is called.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "runtime/core/span.h"
+#include "runtime/core/tensor_view.h"
+#include "runtime/kernel/op.h"
+
+namespace ember {
+
+class ThreadPool;
+
+// Weight quantization layout class in a key (DESIGN §4); None for unquantized tensors.
+enum class QuantLayout : uint8_t {
+  None = 0,
+  PerTensor = 1,
+  PerChannel = 2,
+  Block2d = 3,    // e.g. 128x128
+  Mx = 4,         // E8M0 per 32 along K
+  Nvfp4 = 5,      // UE4M3 per 16 along K + f32 global
+};
+
+constexpr int kMaxKernelArgs = 16;  // inputs + outputs (Concat takes up to 15 inputs)
+
+struct KernelKey {
+  OpCode op = OpCode::Invalid;
+  uint8_t variant = 0;               // 0 = default; others reserved for alternative algorithms
+  uint8_t arg_count = 0;             // inputs then outputs; absent optional inputs are Invalid
+  ScalarType dtypes[kMaxKernelArgs] = {};
+  DimOrder dim_order = DimOrder::Contiguous;
+  QuantLayout quant = QuantLayout::None;
+
+  bool operator==(const KernelKey& other) const;
+};
+
+// Writes e.g. "linear(f32, f8_e4m3fn per-channel, -, f32)" into out; returns out.
+const char* format_key(const KernelKey& key, char* out, size_t out_size);
+
+// What a kernel may use at run time besides its arguments.
+struct KernelContext {
+  ThreadPool* pool = nullptr;  // may be null: run single-threaded
+  Span<uint8_t> scratch;       // reset after each kernel call
+};
+
+// inputs[i].data is null for an absent optional input. Output dims are already set by the shape
+// function; kernels write exactly outputs[j].nbytes() bytes.
+using KernelFn = void (*)(KernelContext& ctx, const OpAttrs& attrs, const TensorView* inputs,
+                          size_t input_count, TensorView* outputs, size_t output_count);
+
+}  // namespace ember

@@ -1,0 +1,549 @@
+#include "runtime/program/validator.h"
+
+#include <cstring>
+
+
+namespace ember {
+namespace {
+
+constexpr uint32_t kNoIndex = 0xFFFFFFFFu;
+
+struct Where {
+  const char* method;
+  const char* graph;  // "method" or "delegate N"
+};
+
+template <typename T>
+uint32_t size_of(const flatbuffers::Vector<T>* v) { return v ? v->size() : 0; }
+
+bool is_pow2(uint64_t v) { return v != 0 && (v & (v - 1)) == 0; }
+
+bool mul_overflows(uint64_t a, uint64_t b, uint64_t* out) { return __builtin_mul_overflow(a, b, out); }
+
+const char* enum_ok(bool ok) { return ok ? nullptr : "invalid"; }
+
+}  // namespace
+
+bool tensor_max_nbytes(const fb::Tensor& tensor, uint64_t* out) {
+  const ScalarType dtype = static_cast<ScalarType>(tensor.dtype());
+  if (!is_valid(dtype)) return false;
+  uint64_t numel = 1;
+  const uint32_t rank = size_of(tensor.dims());
+  for (uint32_t i = 0; i < rank; ++i) {
+    const int64_t d = tensor.dims()->Get(i)->max();
+    if (d < 0 || mul_overflows(numel, static_cast<uint64_t>(d), &numel)) return false;
+  }
+  if (numel > (uint64_t{1} << 60)) return false;
+  *out = nbytes_of(dtype, numel);
+  return true;
+}
+
+namespace {
+
+class GraphValidator {
+ public:
+  GraphValidator(const fb::Program& program, const fb::Method& method, const fb::Graph& graph,
+                 Span<const SegmentData> segments, bool is_delegate, uint32_t delegate_index,
+                 ErrorContext* ctx)
+      : program_(program), method_(method), graph_(graph), segments_(segments),
+        is_delegate_(is_delegate), delegate_index_(delegate_index), ctx_(ctx) {}
+
+  Status run() {
+    EMBER_RETURN_IF_ERROR(check_symbols());
+    value_count_ = size_of(graph_.values());
+    if (value_count_ > (1u << 24)) return fail_graph("has %u values (limit 16M)", value_count_);
+    EMBER_RETURN_IF_ERROR(check_io());
+    for (uint32_t v = 0; v < value_count_; ++v) EMBER_RETURN_IF_ERROR(check_value(v));
+    EMBER_RETURN_IF_ERROR(check_instructions());
+    return check_lifetimes();
+  }
+
+ private:
+  template <typename... Args>
+  Status fail_graph(const char* format, Args... args) {
+    char what[160];
+    std::snprintf(what, sizeof(what), format, args...);
+    if (is_delegate_) {
+      return EMBER_FAIL(ctx_, Error::InvalidProgram, "method '%s' delegate %u graph: %s",
+                        method_.name()->c_str(), delegate_index_, what);
+    }
+    return EMBER_FAIL(ctx_, Error::InvalidProgram, "method '%s': %s", method_.name()->c_str(), what);
+  }
+  template <typename... Args>
+  Status fail_value(uint32_t v, const char* format, Args... args) {
+    if (ctx_ && !ctx_->has_error()) ctx_->value = static_cast<int32_t>(v);
+    char what[160];
+    std::snprintf(what, sizeof(what), format, args...);
+    return fail_graph("value %u: %s", v, what);
+  }
+  template <typename... Args>
+  Status fail_instruction(uint32_t i, const char* format, Args... args) {
+    if (ctx_ && !ctx_->has_error()) ctx_->instruction = static_cast<int32_t>(i);
+    char what[160];
+    std::snprintf(what, sizeof(what), format, args...);
+    return fail_graph("instruction %u: %s", i, what);
+  }
+
+  Status check_symbols() {
+    symbol_count_ = size_of(graph_.symbols());
+    if (symbol_count_ > 0xFFFF) return fail_graph("has %u symbols (limit 65535)", symbol_count_);
+    for (uint32_t s = 0; s < symbol_count_; ++s) {
+      const fb::Symbol* sym = graph_.symbols()->Get(s);
+      if (sym->min() < 0 || sym->min() > sym->max()) {
+        return fail_graph("symbol '%s' has bounds [%lld, %lld]", sym->name()->c_str(),
+                          static_cast<long long>(sym->min()), static_cast<long long>(sym->max()));
+      }
+    }
+    return Status::ok();
+  }
+
+  Status check_io() {
+    const auto check_list = [&](const flatbuffers::Vector<flatbuffers::Offset<fb::NamedValue>>* list,
+                                const char* what, bool inputs) -> Status {
+      for (uint32_t i = 0; i < size_of(list); ++i) {
+        const uint32_t v = list->Get(i)->value();
+        if (v >= value_count_) return fail_graph("%s %u names value %u of %u", what, i, v, value_count_);
+        if (inputs) {
+          if (is_input(v, i)) return fail_graph("value %u is listed twice as an input", v);
+        }
+      }
+      return Status::ok();
+    };
+    EMBER_RETURN_IF_ERROR(check_list(graph_.inputs(), "input", true));
+    EMBER_RETURN_IF_ERROR(check_list(graph_.outputs(), "output", false));
+    for (uint32_t i = 0; i < size_of(graph_.outputs()); ++i) {
+      const uint32_t v = graph_.outputs()->Get(i)->value();
+      if (is_input(v, kNoIndex)) return fail_graph("value %u is both an input and an output", v);
+      for (uint32_t j = 0; j < i; ++j) {
+        if (graph_.outputs()->Get(j)->value() == v) return fail_graph("value %u is listed twice as an output", v);
+      }
+    }
+    return Status::ok();
+  }
+
+  bool is_input(uint32_t v, uint32_t before) const {
+    const uint32_t n = before == kNoIndex ? size_of(graph_.inputs()) : before;
+    for (uint32_t i = 0; i < n; ++i) {
+      if (graph_.inputs()->Get(i)->value() == v) return true;
+    }
+    return false;
+  }
+  bool is_output(uint32_t v) const {
+    for (uint32_t i = 0; i < size_of(graph_.outputs()); ++i) {
+      if (graph_.outputs()->Get(i)->value() == v) return true;
+    }
+    return false;
+  }
+
+  Status check_value(uint32_t v) {
+    const fb::Tensor* t = graph_.values()->Get(v);
+    const ScalarType dtype = static_cast<ScalarType>(t->dtype());
+    if (!is_valid(dtype)) return fail_value(v, "invalid dtype %u", static_cast<unsigned>(t->dtype()));
+    const uint32_t rank = size_of(t->dims());
+    if (rank > static_cast<uint32_t>(kMaxRank)) return fail_value(v, "rank %u > %d", rank, kMaxRank);
+    if (t->dim_order() != fb::DimOrder::Contiguous && t->dim_order() != fb::DimOrder::ChannelsLast) {
+      return fail_value(v, "invalid dim_order %u", static_cast<unsigned>(t->dim_order()));
+    }
+    for (uint32_t d = 0; d < rank; ++d) {
+      const fb::Dim* dim = t->dims()->Get(d);
+      if (dim->max() < 0) return fail_value(v, "dim %u is %lld", d, static_cast<long long>(dim->max()));
+      if (dim->sym() != 0) {
+        if (dim->sym() > symbol_count_) {
+          return fail_value(v, "dim %u names symbol %u of %u", d, dim->sym(), symbol_count_);
+        }
+        const fb::Symbol* sym = graph_.symbols()->Get(dim->sym() - 1u);
+        if (dim->max() != sym->max()) {
+          return fail_value(v, "dim %u max %lld differs from symbol '%s' max %lld", d,
+                            static_cast<long long>(dim->max()), sym->name()->c_str(),
+                            static_cast<long long>(sym->max()));
+        }
+      }
+    }
+    if (is_sub_byte(dtype) && (rank == 0 || t->dims()->Get(rank - 1)->max() % 2 != 0)) {
+      return fail_value(v, "sub-byte dtype %s needs an even innermost dim", to_string(dtype));
+    }
+    uint64_t nbytes = 0;
+    if (!tensor_max_nbytes(*t, &nbytes)) return fail_value(v, "size overflows");
+    if (nbytes != t->nbytes()) {
+      return fail_value(v, "nbytes %llu, but dtype and dims give %llu",
+                        static_cast<unsigned long long>(t->nbytes()), static_cast<unsigned long long>(nbytes));
+    }
+    if (t->quant() != nullptr) {
+      const fb::QuantInfo* q = t->quant();
+      if (q->scale() >= value_count_) return fail_value(v, "quant scale value %u out of range", q->scale());
+      if (!is_valid(static_cast<ScalarType>(q->scale_dtype())) || q->scale_layout() != fb::ScaleLayout::RowMajor) {
+        return fail_value(v, "quant info has an invalid scale dtype or layout");
+      }
+      if (q->global_scale() < -1 || q->global_scale() >= static_cast<int32_t>(value_count_)) {
+        return fail_value(v, "quant global scale value %d out of range", q->global_scale());
+      }
+      if (size_of(q->block()) != rank) return fail_value(v, "quant block has %u entries for rank %u", size_of(q->block()), rank);
+      for (uint32_t d = 0; d < rank; ++d) {
+        if (q->block()->Get(d) <= 0) return fail_value(v, "quant block %u is not positive", d);
+      }
+    }
+    return check_storage(v, *t, nbytes);
+  }
+
+  Status check_storage(uint32_t v, const fb::Tensor& t, uint64_t nbytes) {
+    const bool io = is_input(v, kNoIndex) || is_output(v);
+    switch (t.storage_type()) {
+      case fb::Storage::NONE:
+        if (is_delegate_ && io) return Status::ok();
+        return fail_value(v, "has no storage");
+      case fb::Storage::ConstantStorage: {
+        const fb::ConstantStorage* c = t.storage_as_ConstantStorage();
+        if (io) return fail_value(v, "is a graph input/output but constant");
+        if (c->segment() >= segments_.size()) {
+          return fail_value(v, "constant segment %u of %zu", c->segment(), segments_.size());
+        }
+        const SegmentData& seg = segments_[c->segment()];
+        if (seg.kind != fb::SegmentKind::Constants) return fail_value(v, "constant in a non-constant segment %u", c->segment());
+        if (c->offset() % kTensorAlignment != 0 || c->offset() > seg.size || nbytes > seg.size - c->offset()) {
+          return fail_value(v, "constant [%llu, +%llu) outside segment %u of %llu bytes (or misaligned)",
+                            static_cast<unsigned long long>(c->offset()), static_cast<unsigned long long>(nbytes),
+                            c->segment(), static_cast<unsigned long long>(seg.size));
+        }
+        return Status::ok();
+      }
+      case fb::Storage::PlannedStorage: {
+        const fb::PlannedStorage* p = t.storage_as_PlannedStorage();
+        if (is_delegate_ && io) return fail_value(v, "delegate input/output must have no storage");
+        const uint32_t arena_count = size_of(method_.arenas());
+        if (p->arena() >= arena_count) return fail_value(v, "arena %u of %u", p->arena(), arena_count);
+        const fb::Arena* arena = method_.arenas()->Get(p->arena());
+        if (p->offset() % arena->alignment() != 0 || p->offset() > arena->size() ||
+            nbytes > arena->size() - p->offset()) {
+          return fail_value(v, "planned [%llu, +%llu) outside arena %u of %llu bytes (or misaligned)",
+                            static_cast<unsigned long long>(p->offset()), static_cast<unsigned long long>(nbytes),
+                            p->arena(), static_cast<unsigned long long>(arena->size()));
+        }
+        if (!is_delegate_ && io && arena->kind() != fb::ArenaKind::IO) {
+          return fail_value(v, "method input/output is not in an IO arena");
+        }
+        return Status::ok();
+      }
+      case fb::Storage::StateStorage: {
+        if (is_delegate_) return fail_value(v, "delegate graphs cannot use state");
+        if (io) return fail_value(v, "a method input/output cannot be state");
+        const char* name = t.storage_as_StateStorage()->name()->c_str();
+        for (uint32_t s = 0; s < size_of(program_.states()); ++s) {
+          const fb::StateDecl* decl = program_.states()->Get(s);
+          if (std::strcmp(decl->name()->c_str(), name) != 0) continue;
+          bool same = decl->dtype() == t.dtype() && size_of(decl->dims()) == size_of(t.dims());
+          for (uint32_t d = 0; same && d < size_of(t.dims()); ++d) {
+            same = decl->dims()->Get(d)->max() == t.dims()->Get(d)->max();
+          }
+          if (!same) return fail_value(v, "state '%s' dtype or dims differ from its declaration", name);
+          return Status::ok();
+        }
+        return fail_value(v, "state '%s' is not declared by the program", name);
+      }
+    }
+    return fail_value(v, "unknown storage tag %u", static_cast<unsigned>(t.storage_type()));
+  }
+
+  // Static facts per op the validator needs without linking the kernel library: attribute table and
+  // which input positions may be absent. Arity and shapes are checked when kernels are bound.
+  static bool op_spec(fb::OpCode op, fb::Attributes* attrs, uint32_t* optional_mask) {
+    *optional_mask = 0;
+    switch (op) {
+      case fb::OpCode::Add: case fb::OpCode::Sub: case fb::OpCode::Mul: case fb::OpCode::Div:
+      case fb::OpCode::Relu: case fb::OpCode::Silu: case fb::OpCode::Sigmoid: case fb::OpCode::Tanh:
+      case fb::OpCode::MatMul: case fb::OpCode::GlobalAvgPool2d:
+        *attrs = fb::Attributes::NONE; return true;
+      case fb::OpCode::Gelu: *attrs = fb::Attributes::GeluAttrs; return true;
+      case fb::OpCode::Linear: *attrs = fb::Attributes::LinearAttrs; *optional_mask = 1u << 2; return true;
+      case fb::OpCode::Conv2d: *attrs = fb::Attributes::Conv2dAttrs; *optional_mask = 1u << 2; return true;
+      case fb::OpCode::MaxPool2d: case fb::OpCode::AvgPool2d: *attrs = fb::Attributes::Pool2dAttrs; return true;
+      case fb::OpCode::Softmax: case fb::OpCode::Concat: *attrs = fb::Attributes::AxisAttrs; return true;
+      case fb::OpCode::LayerNorm: *attrs = fb::Attributes::NormAttrs; *optional_mask = 0x6; return true;
+      case fb::OpCode::Reshape: *attrs = fb::Attributes::ReshapeAttrs; return true;
+      case fb::OpCode::Transpose: *attrs = fb::Attributes::PermuteAttrs; return true;
+      case fb::OpCode::Slice: *attrs = fb::Attributes::SliceAttrs; return true;
+      default: return false;
+    }
+  }
+
+  Status check_value_index(uint32_t i, int64_t v, const char* what) {
+    if (v < 0 || v >= value_count_) return fail_instruction(i, "%s value %lld of %u", what, static_cast<long long>(v), value_count_);
+    return Status::ok();
+  }
+
+  Status check_written(uint32_t i, uint32_t v) {
+    const fb::Tensor* t = graph_.values()->Get(v);
+    if (t->storage_type() == fb::Storage::ConstantStorage) return fail_instruction(i, "writes constant value %u", v);
+    if (is_input(v, kNoIndex)) return fail_instruction(i, "writes graph input value %u", v);
+    return Status::ok();
+  }
+
+  Status check_attrs(uint32_t i, const fb::KernelCall& call) {
+    switch (call.attrs_type()) {
+      case fb::Attributes::GeluAttrs: {
+        const auto a = call.attrs_as_GeluAttrs()->approximate();
+        if (a != fb::GeluApprox::None && a != fb::GeluApprox::Tanh) return fail_instruction(i, "invalid gelu approximation");
+        return Status::ok();
+      }
+      case fb::Attributes::LinearAttrs: {
+        const auto q = call.attrs_as_LinearAttrs()->activation_quant();
+        if (q != fb::ActivationQuant::None) return fail_instruction(i, "linear activation quant %u not supported", static_cast<unsigned>(q));
+        return Status::ok();
+      }
+      case fb::Attributes::Conv2dAttrs: {
+        const fb::Conv2dAttrs* a = call.attrs_as_Conv2dAttrs();
+        if (size_of(a->stride()) != 2 || size_of(a->padding()) != 4 || size_of(a->dilation()) != 2) {
+          return fail_instruction(i, "conv2d needs stride[2], padding[4], dilation[2]");
+        }
+        return Status::ok();
+      }
+      case fb::Attributes::Pool2dAttrs: {
+        const fb::Pool2dAttrs* a = call.attrs_as_Pool2dAttrs();
+        if (size_of(a->kernel()) != 2 || size_of(a->stride()) != 2 || size_of(a->padding()) != 4 ||
+            size_of(a->dilation()) != 2) {
+          return fail_instruction(i, "pool needs kernel[2], stride[2], padding[4], dilation[2]");
+        }
+        return Status::ok();
+      }
+      case fb::Attributes::ReshapeAttrs: {
+        const auto* dims = call.attrs_as_ReshapeAttrs()->dims();
+        if (size_of(dims) > static_cast<uint32_t>(kMaxRank)) return fail_instruction(i, "reshape to rank > %d", kMaxRank);
+        for (uint32_t d = 0; d < size_of(dims); ++d) {
+          if (dims->Get(d)->sym() > symbol_count_) return fail_instruction(i, "reshape names symbol %u of %u", dims->Get(d)->sym(), symbol_count_);
+        }
+        return Status::ok();
+      }
+      case fb::Attributes::PermuteAttrs:
+        if (size_of(call.attrs_as_PermuteAttrs()->perm()) > static_cast<uint32_t>(kMaxRank)) return fail_instruction(i, "perm longer than %d", kMaxRank);
+        return Status::ok();
+      case fb::Attributes::SliceAttrs: {
+        const fb::SliceAttrs* a = call.attrs_as_SliceAttrs();
+        const uint32_t n = size_of(a->axes());
+        if (n > static_cast<uint32_t>(kMaxRank) || size_of(a->starts()) != n || size_of(a->ends()) != n || size_of(a->steps()) != n) {
+          return fail_instruction(i, "slice axes/starts/ends/steps lengths differ or exceed %d", kMaxRank);
+        }
+        return Status::ok();
+      }
+      default:
+        return Status::ok();
+    }
+  }
+
+  Status check_instructions() {
+    const uint32_t count = size_of(graph_.instructions());
+    for (uint32_t i = 0; i < count; ++i) {
+      const fb::Instruction* ins = graph_.instructions()->Get(i);
+      switch (ins->args_type()) {
+        case fb::InstructionArgs::KernelCall: {
+          const fb::KernelCall* call = ins->args_as_KernelCall();
+          fb::Attributes expected;
+          uint32_t optional_mask;
+          if (!op_spec(call->op(), &expected, &optional_mask)) {
+            return fail_instruction(i, "unknown op code %u", static_cast<unsigned>(call->op()));
+          }
+          if (call->attrs_type() != expected) {
+            return fail_instruction(i, "op %u has attribute table %u, expected %u",
+                                    static_cast<unsigned>(call->op()),
+                                    static_cast<unsigned>(call->attrs_type()), static_cast<unsigned>(expected));
+          }
+          EMBER_RETURN_IF_ERROR(check_attrs(i, *call));
+          const uint32_t n_in = size_of(call->inputs()), n_out = size_of(call->outputs());
+          if (n_in + n_out > 16) return fail_instruction(i, "%u arguments (limit 16)", n_in + n_out);
+          for (uint32_t k = 0; k < n_in; ++k) {
+            const int32_t v = call->inputs()->Get(k);
+            if (v == -1 && k < 32 && (optional_mask >> k) & 1) continue;
+            EMBER_RETURN_IF_ERROR(check_value_index(i, v, "input"));
+          }
+          for (uint32_t k = 0; k < n_out; ++k) {
+            const uint32_t v = call->outputs()->Get(k);
+            EMBER_RETURN_IF_ERROR(check_value_index(i, v, "output"));
+            EMBER_RETURN_IF_ERROR(check_written(i, v));
+          }
+          break;
+        }
+        case fb::InstructionArgs::DelegateCall: {
+          if (is_delegate_) return fail_instruction(i, "a delegate graph cannot call a delegate");
+          EMBER_RETURN_IF_ERROR(check_delegate_call(i, *ins->args_as_DelegateCall()));
+          break;
+        }
+        case fb::InstructionArgs::Move: {
+          const fb::Move* m = ins->args_as_Move();
+          EMBER_RETURN_IF_ERROR(check_value_index(i, m->src(), "move source"));
+          EMBER_RETURN_IF_ERROR(check_value_index(i, m->dst(), "move destination"));
+          EMBER_RETURN_IF_ERROR(check_written(i, m->dst()));
+          const fb::Tensor* a = graph_.values()->Get(m->src());
+          const fb::Tensor* b = graph_.values()->Get(m->dst());
+          if (a->dtype() != b->dtype() || a->nbytes() != b->nbytes()) return fail_instruction(i, "move between different dtypes or sizes");
+          break;
+        }
+        case fb::InstructionArgs::JumpIfFalse: {
+          const fb::JumpIfFalse* j = ins->args_as_JumpIfFalse();
+          EMBER_RETURN_IF_ERROR(check_value_index(i, j->cond(), "jump condition"));
+          const fb::Tensor* c = graph_.values()->Get(j->cond());
+          if (c->dtype() != fb::ScalarType::Bool || size_of(c->dims()) != 0) return fail_instruction(i, "jump condition is not a 0-d bool");
+          if (j->target() > count) return fail_instruction(i, "jump target %u beyond %u instructions", j->target(), count);
+          if ((program_.required_features() & kFeatureControlFlow) == 0) {
+            return fail_instruction(i, "jump without the control_flow feature bit");
+          }
+          break;
+        }
+        default:
+          return fail_instruction(i, "unknown or missing instruction kind %u", static_cast<unsigned>(ins->args_type()));
+      }
+    }
+    return Status::ok();
+  }
+
+  Status check_delegate_call(uint32_t i, const fb::DelegateCall& call) {
+    const uint32_t n = size_of(method_.delegates());
+    if (call.index() >= n) return fail_instruction(i, "delegate %u of %u", call.index(), n);
+    const fb::Delegate* d = method_.delegates()->Get(call.index());
+    if (size_of(call.inputs()) > 64 || size_of(call.outputs()) > 64) {
+      return fail_instruction(i, "delegate call with more than 64 inputs or outputs");
+    }
+    for (uint32_t k = 0; k < size_of(call.inputs()); ++k) EMBER_RETURN_IF_ERROR(check_value_index(i, call.inputs()->Get(k), "delegate input"));
+    for (uint32_t k = 0; k < size_of(call.outputs()); ++k) {
+      EMBER_RETURN_IF_ERROR(check_value_index(i, call.outputs()->Get(k), "delegate output"));
+      EMBER_RETURN_IF_ERROR(check_written(i, call.outputs()->Get(k)));
+    }
+    if (d->format() != fb::DelegateFormat::Graph) return Status::ok();  // OPAQUE: the backend checks
+    const fb::Graph* g = d->payload_nested_root();
+    const auto same = [&](uint32_t caller_value, uint32_t callee_value) {
+      const fb::Tensor* a = graph_.values()->Get(caller_value);
+      const fb::Tensor* b = g->values()->Get(callee_value);
+      if (a->dtype() != b->dtype() || size_of(a->dims()) != size_of(b->dims())) return false;
+      for (uint32_t k = 0; k < size_of(a->dims()); ++k) {
+        if (a->dims()->Get(k)->max() != b->dims()->Get(k)->max()) return false;
+      }
+      return true;
+    };
+    if (size_of(call.inputs()) != size_of(g->inputs()) || size_of(call.outputs()) != size_of(g->outputs())) {
+      return fail_instruction(i, "delegate %u takes %u inputs / %u outputs, call passes %u / %u", call.index(),
+                              size_of(g->inputs()), size_of(g->outputs()), size_of(call.inputs()), size_of(call.outputs()));
+    }
+    for (uint32_t k = 0; k < size_of(call.inputs()); ++k) {
+      if (!same(call.inputs()->Get(k), g->inputs()->Get(k)->value())) return fail_instruction(i, "delegate input %u dtype/dims differ", k);
+    }
+    for (uint32_t k = 0; k < size_of(call.outputs()); ++k) {
+      if (!same(call.outputs()->Get(k), g->outputs()->Get(k)->value())) return fail_instruction(i, "delegate output %u dtype/dims differ", k);
+    }
+    return Status::ok();
+  }
+
+  Status check_lifetimes() {
+    const uint32_t n = size_of(graph_.lifetimes());
+    if (n == 0) return Status::ok();
+    if (n != value_count_) return fail_graph("%u lifetimes for %u values", n, value_count_);
+    const uint32_t count = size_of(graph_.instructions());
+    for (uint32_t v = 0; v < n; ++v) {
+      const fb::Lifetime* l = graph_.lifetimes()->Get(v);
+      if (l->first() > l->last() || (count > 0 && l->last() >= count)) {
+        return fail_value(v, "lifetime [%u, %u] outside %u instructions", l->first(), l->last(), count);
+      }
+    }
+    return Status::ok();
+  }
+
+  const fb::Program& program_;
+  const fb::Method& method_;
+  const fb::Graph& graph_;
+  Span<const SegmentData> segments_;
+  bool is_delegate_;
+  uint32_t delegate_index_;
+  ErrorContext* ctx_;
+  uint32_t value_count_ = 0;
+  uint32_t symbol_count_ = 0;
+};
+
+}  // namespace
+
+Status validate_delegate_graph(const fb::Graph& graph, const fb::Program& program, const fb::Method& method,
+                               Span<const SegmentData> segments, ErrorContext* ctx) {
+  return GraphValidator(program, method, graph, segments, true, 0, ctx).run();
+}
+
+Status validate_program(const fb::Program& program, const FileHeader& header, Span<const SegmentData> segments,
+                        ErrorContext* ctx) {
+  if (ctx) ctx->phase = ErrorContext::Phase::Validate;
+  if (program.required_features() != header.required_features) {
+    return EMBER_FAIL(ctx, Error::InvalidProgram, "required_features %llx differ from the header's %llx",
+                      static_cast<unsigned long long>(program.required_features()),
+                      static_cast<unsigned long long>(header.required_features));
+  }
+  for (uint32_t s = 0; s < size_of(program.symbols()); ++s) {
+    const fb::Symbol* sym = program.symbols()->Get(s);
+    if (sym->min() < 0 || sym->min() > sym->max()) {
+      return EMBER_FAIL(ctx, Error::InvalidProgram, "program symbol '%s' has bounds [%lld, %lld]", sym->name()->c_str(),
+                        static_cast<long long>(sym->min()), static_cast<long long>(sym->max()));
+    }
+  }
+  for (uint32_t s = 0; s < size_of(program.states()); ++s) {
+    const fb::StateDecl* decl = program.states()->Get(s);
+    if (!is_valid(static_cast<ScalarType>(decl->dtype())) || size_of(decl->dims()) > static_cast<uint32_t>(kMaxRank)) {
+      return EMBER_FAIL(ctx, Error::InvalidProgram, "state '%s' has an invalid dtype or rank", decl->name()->c_str());
+    }
+    for (uint32_t d = 0; d < size_of(decl->dims()); ++d) {
+      const fb::Dim* dim = decl->dims()->Get(d);
+      if (dim->max() < 0 || dim->sym() > size_of(program.symbols())) {
+        return EMBER_FAIL(ctx, Error::InvalidProgram, "state '%s' dim %u is invalid", decl->name()->c_str(), d);
+      }
+    }
+    for (uint32_t t = 0; t < s; ++t) {
+      if (std::strcmp(program.states()->Get(t)->name()->c_str(), decl->name()->c_str()) == 0) {
+        return EMBER_FAIL(ctx, Error::InvalidProgram, "state '%s' declared twice", decl->name()->c_str());
+      }
+    }
+    if (decl->initial_segment() != -1) {
+      return EMBER_FAIL(ctx, Error::NotImplemented, "state '%s': initial values are not supported yet", decl->name()->c_str());
+    }
+  }
+  if (size_of(program.states()) > 0 && (header.required_features & kFeatureState) == 0) {
+    return EMBER_FAIL(ctx, Error::InvalidProgram, "program declares state without the state feature bit");
+  }
+  const uint32_t method_count = size_of(program.methods());
+  if (method_count == 0) return EMBER_FAIL(ctx, Error::InvalidProgram, "program has no methods");
+  for (uint32_t m = 0; m < method_count; ++m) {
+    const fb::Method* method = program.methods()->Get(m);
+    for (uint32_t k = 0; k < m; ++k) {
+      if (std::strcmp(program.methods()->Get(k)->name()->c_str(), method->name()->c_str()) == 0) {
+        return EMBER_FAIL(ctx, Error::InvalidProgram, "method '%s' appears twice", method->name()->c_str());
+      }
+    }
+    for (uint32_t a = 0; a < size_of(method->arenas()); ++a) {
+      const fb::Arena* arena = method->arenas()->Get(a);
+      if (arena->id() != a || arena->kind() == fb::ArenaKind::Invalid || arena->kind() > fb::ArenaKind::Scratch ||
+          arena->device() != fb::Device::Host || !is_pow2(arena->alignment()) || arena->alignment() < 64 ||
+          arena->alignment() > 65536 || arena->size() > (uint64_t{1} << 40)) {
+        return EMBER_FAIL(ctx, Error::InvalidProgram,
+                          "method '%s' arena %u: id %u, kind %u, device %u, alignment %u or size %llu invalid",
+                          method->name()->c_str(), a, arena->id(), static_cast<unsigned>(arena->kind()),
+                          static_cast<unsigned>(arena->device()), arena->alignment(),
+                          static_cast<unsigned long long>(arena->size()));
+      }
+    }
+    for (uint32_t d = 0; d < size_of(method->delegates()); ++d) {
+      const fb::Delegate* del = method->delegates()->Get(d);
+      if (del->backend_id()->size() == 0) {
+        return EMBER_FAIL(ctx, Error::InvalidProgram, "method '%s' delegate %u has an empty backend id", method->name()->c_str(), d);
+      }
+      if (del->format() == fb::DelegateFormat::Graph) {
+        if (del->payload() == nullptr || del->payload_nested_root() == nullptr) {
+          return EMBER_FAIL(ctx, Error::InvalidProgram, "method '%s' delegate %u has no GRAPH payload", method->name()->c_str(), d);
+        }
+        EMBER_RETURN_IF_ERROR(GraphValidator(program, *method, *del->payload_nested_root(), segments, true, d, ctx).run());
+      } else if (del->format() == fb::DelegateFormat::Opaque) {
+        if (del->segment() < 0 || static_cast<uint32_t>(del->segment()) >= segments.size() ||
+            segments[del->segment()].kind != fb::SegmentKind::DelegateBlob) {
+          return EMBER_FAIL(ctx, Error::InvalidProgram, "method '%s' delegate %u: OPAQUE segment %d invalid",
+                            method->name()->c_str(), d, del->segment());
+        }
+      } else {
+        return EMBER_FAIL(ctx, Error::InvalidProgram, "method '%s' delegate %u has format %u",
+                          method->name()->c_str(), d, static_cast<unsigned>(del->format()));
+      }
+    }
+    EMBER_RETURN_IF_ERROR(GraphValidator(program, *method, *method->graph(), segments, false, 0, ctx).run());
+  }
+  return Status::ok();
+}
+
+}  // namespace ember

@@ -1,0 +1,438 @@
+// runner: loads an Ember program and runs it (DESIGN §1). See --help.
+#include <CLI/CLI.hpp>
+
+#include <algorithm>
+#include <cinttypes>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "backends/null/register.h"
+#include "kernels/builtin.h"
+#include "runtime/core/data_loader.h"
+#include "runtime/core/thread_pool.h"
+#include "runtime/executor/method.h"
+#include "runtime/executor/program.h"
+#include "runtime/kernel/kernel_registry.h"
+#include "runtime/platform/platform.h"
+#include "tools/common/npy.h"
+
+namespace {
+
+using namespace ember;
+
+constexpr const char* kVersion = "0.1.0";
+
+struct Options {
+  std::string program;
+  std::string info;
+  std::string method;
+  std::vector<std::string> inputs;
+  std::string output_dir;
+  int iterations = 1;
+  int threads = 1;
+  std::string backends;
+  std::string verification = "full";
+  bool mmap = false;
+  bool verbose = false;
+  uint64_t seed = 0;
+};
+
+// A one-line failure that main() prints as "runner: error: ...".
+struct Failure {
+  std::string message;
+};
+
+[[noreturn]] void fail(const std::string& message) { throw Failure{message}; }
+[[noreturn]] void fail(const Status& status, const ErrorContext& ctx, const std::string& what) {
+  std::string message = what + ": " + to_string(status.code());
+  if (ctx.message[0] != '\0') message += std::string(": ") + ctx.message;
+  fail(message);
+}
+
+std::string dims_string(const int64_t* dims, int rank, const char* const* symbols = nullptr) {
+  std::string s = "[";
+  for (int i = 0; i < rank; ++i) {
+    if (i) s += ", ";
+    if (symbols && symbols[i]) s += std::string(symbols[i]) + "<=";
+    s += std::to_string(dims[i]);
+  }
+  return s + "]";
+}
+
+struct AlignedBuffer {
+  void* data = nullptr;
+  explicit AlignedBuffer(size_t size, size_t alignment = 64) : data(platform_aligned_alloc(alignment, size)) {
+    if (!data) fail("out of memory allocating " + std::to_string(size) + " bytes");
+    std::memset(data, 0, size);
+  }
+  ~AlignedBuffer() { platform_aligned_free(data); }
+  AlignedBuffer(const AlignedBuffer&) = delete;
+  AlignedBuffer& operator=(const AlignedBuffer&) = delete;
+};
+
+// Everything a loaded program needs to stay alive.
+struct Session {
+  KernelRegistry kernels;
+  BackendRegistry backends;
+  std::unique_ptr<FixedThreadPool> pool;
+  std::vector<std::string> backend_names;
+  std::vector<const char*> backend_list;
+  std::unique_ptr<DataLoader> loader;
+  std::unique_ptr<Program> program;
+};
+
+std::unique_ptr<Session> open_program(const std::string& path, const Options& o) {
+  auto s = std::make_unique<Session>();
+  if (!register_builtin(s->kernels).is_ok()) fail("kernel registration failed");
+  if (!backends::null_backend::register_backend(s->backends).is_ok()) fail("backend registration failed");
+  if (o.threads < 1 || o.threads > 64) fail("--threads must be in 1..64, got " + std::to_string(o.threads));
+  s->pool = std::make_unique<FixedThreadPool>(static_cast<size_t>(o.threads));
+
+  LoadOptions options;
+  if (o.verification == "full") options.verification = Verification::Full;
+  else if (o.verification == "structural") options.verification = Verification::Structural;
+  else if (o.verification == "trusted") options.verification = Verification::Trusted;
+  else fail("--verify must be full, structural or trusted, got '" + o.verification + "'");
+  if (!o.backends.empty()) {
+    size_t start = 0;
+    bool portable = false;
+    while (start <= o.backends.size()) {
+      const size_t comma = std::min(o.backends.find(',', start), o.backends.size());
+      const std::string name = o.backends.substr(start, comma - start);
+      if (name == "portable") {
+        portable = true;
+      } else if (s->backends.find(name.c_str()) == nullptr) {
+        fail("--backends: unknown backend '" + name + "' (this build has: null, portable)");
+      } else {
+        s->backend_names.push_back(name);
+      }
+      start = comma + 1;
+    }
+    for (const std::string& n : s->backend_names) s->backend_list.push_back(n.c_str());
+    options.backends = Span<const char* const>(s->backend_list.data(), s->backend_list.size());
+    if (s->backend_list.empty()) options.backends = Span<const char* const>(nullptr, 0);
+    options.fallback = portable ? Fallback::Portable : Fallback::Fail;
+    if (s->backend_list.empty()) {
+      // Only "portable": no backend may run a delegate.
+      static const char* const kNone[] = {"<portable only>"};
+      options.backends = Span<const char* const>(kNone, 1);
+    }
+  }
+
+  ErrorContext ctx;
+  if (o.mmap) {
+    Result<MmapDataLoader> loader = MmapDataLoader::open(path.c_str(), &ctx);
+    if (!loader.is_ok()) fail(loader.status(), ctx, "cannot open " + path);
+    s->loader = std::make_unique<MmapDataLoader>(std::move(loader).value());
+  } else {
+    Result<FileDataLoader> loader = FileDataLoader::open(path.c_str(), &ctx);
+    if (!loader.is_ok()) fail(loader.status(), ctx, "cannot open " + path);
+    s->loader = std::make_unique<FileDataLoader>(std::move(loader).value());
+  }
+  RuntimeContext runtime;
+  runtime.pool = s->pool.get();
+  runtime.kernels = &s->kernels;
+  runtime.backends = &s->backends;
+  static RuntimeContext stored;
+  stored = runtime;
+  Result<Program> program = Program::load(*s->loader, stored, options, &ctx);
+  if (!program.is_ok()) fail(program.status(), ctx, "cannot load " + path);
+  s->program = std::make_unique<Program>(std::move(program).value());
+  return s;
+}
+
+// Memory for one method, sized from its MethodMeta.
+struct MethodMemory {
+  std::unique_ptr<AlignedBuffer> method_buffer;
+  std::unique_ptr<BumpAllocator> allocator;
+  std::vector<std::unique_ptr<AlignedBuffer>> arena_buffers;
+  std::vector<Span<uint8_t>> arenas;
+  std::unique_ptr<AlignedBuffer> scratch;
+  std::unique_ptr<MemoryPlan> plan;
+
+  explicit MethodMemory(const MethodMeta& meta) {
+    method_buffer = std::make_unique<AlignedBuffer>(meta.method_allocator_bytes() + 64);
+    allocator = std::make_unique<BumpAllocator>(
+        Span<uint8_t>(static_cast<uint8_t*>(method_buffer->data), meta.method_allocator_bytes() + 64));
+    for (size_t a = 0; a < meta.arena_count(); ++a) {
+      const ArenaMeta arena = meta.arena(a).value();
+      arena_buffers.push_back(std::make_unique<AlignedBuffer>(arena.size + 64, std::max<size_t>(64, arena.alignment)));
+      arenas.emplace_back(static_cast<uint8_t*>(arena_buffers.back()->data), arena.size);
+    }
+    scratch = std::make_unique<AlignedBuffer>(meta.scratch_bytes() + 64);
+    plan = std::make_unique<MemoryPlan>(*allocator, Span<Span<uint8_t>>(arenas.data(), arenas.size()),
+                                        Span<uint8_t>(static_cast<uint8_t*>(scratch->data), meta.scratch_bytes()));
+  }
+};
+
+const char* method_name_or_default(const Program& program, const std::string& requested) {
+  if (!requested.empty()) return requested.c_str();
+  if (program.method_count() == 0) fail("the program has no methods");
+  return program.method_name(0);
+}
+
+int run_info(const Options& o) {
+  auto s = open_program(o.info, o);
+  const Program& p = *s->program;
+  const fb::Program& fp = p.flatbuffer();
+  std::printf("program: %s\n", o.info.c_str());
+  std::printf("  format %u.%u, producer: %s\n", p.header().major, p.header().minor,
+              fp.producer() ? fp.producer()->c_str() : "(none)");
+  std::string features;
+  for (int bit = 0; bit < 64; ++bit) {
+    if (p.header().required_features & (uint64_t{1} << bit)) {
+      features += std::string(features.empty() ? "" : ", ") + feature_name(uint64_t{1} << bit);
+    }
+  }
+  std::printf("  required features: %s\n", features.empty() ? "none" : features.c_str());
+  uint64_t constant_bytes = 0;
+  for (const SegmentData& seg : p.segments()) {
+    if (seg.kind == fb::SegmentKind::Constants) constant_bytes += seg.size;
+  }
+  std::printf("  segments: %zu (constants %" PRIu64 " bytes)%s\n", p.segments().size(), constant_bytes,
+              p.debug_info() ? ", debug info present" : "");
+  for (size_t m = 0; m < p.method_count(); ++m) {
+    ErrorContext ctx;
+    Result<MethodMeta> meta = p.method_meta(p.method_name(m), &ctx);
+    if (!meta.is_ok()) fail(meta.status(), ctx, "method meta");
+    std::printf("method '%s': %zu instructions, %zu delegates\n", meta->name(), meta->instruction_count(),
+                meta->delegate_count());
+    for (size_t i = 0; i < meta->input_count(); ++i) {
+      const TensorMeta t = meta->input(i).value();
+      std::printf("  input  %-12s %-5s %s (%" PRIu64 " bytes max)\n", t.name, to_string(t.dtype),
+                  dims_string(t.max_dims, t.rank, t.dim_symbols).c_str(), t.max_nbytes);
+    }
+    for (size_t i = 0; i < meta->output_count(); ++i) {
+      const TensorMeta t = meta->output(i).value();
+      std::printf("  output %-12s %-5s %s (%" PRIu64 " bytes max)\n", t.name, to_string(t.dtype),
+                  dims_string(t.max_dims, t.rank, t.dim_symbols).c_str(), t.max_nbytes);
+    }
+    static const char* const kKinds[] = {"?", "activation", "io", "scratch"};
+    for (size_t a = 0; a < meta->arena_count(); ++a) {
+      const ArenaMeta arena = meta->arena(a).value();
+      std::printf("  arena %zu: %-10s %" PRIu64 " bytes, %u-aligned\n", a, kKinds[static_cast<int>(arena.kind) & 3],
+                  arena.size, arena.alignment);
+    }
+    std::printf("  method allocator: %zu bytes, scratch: %zu bytes\n", meta->method_allocator_bytes(),
+                meta->scratch_bytes());
+    MethodMemory memory(meta.value());
+    Result<Method> method = p.load_method(meta->name(), *memory.plan, &ctx);
+    if (!method.is_ok()) fail(method.status(), ctx, std::string("cannot load method '") + meta->name() + "'");
+    const fb::Graph& g = *fp.methods()->Get(static_cast<uint32_t>(m))->graph();
+    std::printf("  instructions:\n");
+    for (size_t i = 0; i < method->instruction_count(); ++i) {
+      const fb::Instruction* ins = g.instructions()->Get(static_cast<uint32_t>(i));
+      std::string what;
+      if (const fb::KernelCall* call = ins->args_as_KernelCall()) {
+        what = to_string(static_cast<OpCode>(call->op()));
+      } else if (const fb::DelegateCall* call = ins->args_as_DelegateCall()) {
+        const fb::Delegate* d = fp.methods()->Get(static_cast<uint32_t>(m))->delegates()->Get(call->index());
+        const fb::Graph* dg = d->payload_nested_root();
+        what = "delegate " + std::to_string(call->index()) + " (";
+        for (uint32_t k = 0; dg && k < dg->instructions()->size(); ++k) {
+          const fb::KernelCall* kc = dg->instructions()->Get(k)->args_as_KernelCall();
+          if (k) what += ", ";
+          what += kc ? to_string(static_cast<OpCode>(kc->op())) : "?";
+        }
+        what += ")";
+      } else {
+        what = ins->args_as_Move() ? "move" : "jump_if_false";
+      }
+      std::string node;
+      if (p.debug_info() && ins->debug_id() > 0 && p.debug_info()->nodes() &&
+          ins->debug_id() <= p.debug_info()->nodes()->size()) {
+        const fb::DebugNode* dn = p.debug_info()->nodes()->Get(ins->debug_id() - 1);
+        if (dn->name()) node = dn->name()->str();
+      }
+      std::printf("    %3zu %-28s -> %-28s %s\n", i, what.c_str(), method->instruction_backend(i), node.c_str());
+    }
+  }
+  return 0;
+}
+
+void fill_random(TensorView& view, std::mt19937_64& rng) {
+  const uint64_t n = view.numel();
+  switch (view.dtype) {
+    case ScalarType::F32: {
+      std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+      for (uint64_t i = 0; i < n; ++i) view.data_as<float>()[i] = dist(rng);
+      break;
+    }
+    case ScalarType::I32: {
+      for (uint64_t i = 0; i < n; ++i) view.data_as<int32_t>()[i] = static_cast<int32_t>(rng() % 16);
+      break;
+    }
+    case ScalarType::I64: {
+      for (uint64_t i = 0; i < n; ++i) view.data_as<int64_t>()[i] = static_cast<int64_t>(rng() % 16);
+      break;
+    }
+    case ScalarType::Bool: {
+      for (uint64_t i = 0; i < n; ++i) view.data_as<bool>()[i] = (rng() & 1) != 0;
+      break;
+    }
+    default: {
+      uint8_t* bytes = view.data_as<uint8_t>();
+      for (uint64_t i = 0; i < view.nbytes(); ++i) bytes[i] = static_cast<uint8_t>(rng());
+      break;
+    }
+  }
+}
+
+std::string summarize(const TensorView& view) {
+  if (view.dtype != ScalarType::F32) return "";
+  const float* v = view.data_as<const float>();
+  const uint64_t n = view.numel();
+  if (n == 0) return "(empty)";
+  double lo = v[0], hi = v[0], sum = 0;
+  for (uint64_t i = 0; i < n; ++i) {
+    lo = std::min<double>(lo, v[i]);
+    hi = std::max<double>(hi, v[i]);
+    sum += v[i];
+  }
+  char text[256];
+  std::snprintf(text, sizeof(text), "min %.6g max %.6g mean %.6g first [", lo, hi, sum / static_cast<double>(n));
+  std::string out = text;
+  for (uint64_t i = 0; i < std::min<uint64_t>(n, 5); ++i) {
+    std::snprintf(text, sizeof(text), "%s%.6g", i ? ", " : "", v[i]);
+    out += text;
+  }
+  return out + (n > 5 ? ", ...]" : "]");
+}
+
+int run_program(const Options& o) {
+  if (o.iterations < 1) fail("--iterations must be >= 1, got " + std::to_string(o.iterations));
+  auto s = open_program(o.program, o);
+  const Program& p = *s->program;
+  const char* name = method_name_or_default(p, o.method);
+  ErrorContext ctx;
+  Result<MethodMeta> meta = p.method_meta(name, &ctx);
+  if (!meta.is_ok()) fail(meta.status(), ctx, "cannot find method");
+  MethodMemory memory(meta.value());
+  Result<Method> loaded = p.load_method(name, *memory.plan, &ctx);
+  if (!loaded.is_ok()) fail(loaded.status(), ctx, std::string("cannot load method '") + name + "'");
+  Method& method = loaded.value();
+
+  // Inputs: "name=path" or positional paths; the rest random at the upper-bound shape.
+  std::vector<bool> given(meta->input_count(), false);
+  size_t positional = 0;
+  std::mt19937_64 rng(o.seed);
+  for (const std::string& spec : o.inputs) {
+    size_t index = positional;
+    std::string path = spec;
+    const size_t eq = spec.find('=');
+    if (eq != std::string::npos) {
+      const std::string input_name = spec.substr(0, eq);
+      path = spec.substr(eq + 1);
+      index = meta->input_count();
+      for (size_t i = 0; i < meta->input_count(); ++i) {
+        if (input_name == meta->input(i).value().name) index = i;
+      }
+      if (index == meta->input_count()) fail("--input: method '" + std::string(name) + "' has no input '" + input_name + "'");
+    } else {
+      ++positional;
+    }
+    if (index >= meta->input_count()) fail("--input: more inputs given than the method takes");
+    tools::NpyArray array;
+    std::string error;
+    if (!tools::read_npy(path, &array, &error)) fail("--input " + path + ": " + error);
+    TensorView src;
+    src.dtype = array.dtype;
+    src.rank = static_cast<uint8_t>(std::min<size_t>(array.dims.size(), kMaxRank));
+    if (array.dims.size() > static_cast<size_t>(kMaxRank)) fail("--input " + path + ": rank above 8");
+    for (int d = 0; d < src.rank; ++d) src.dims[d] = array.dims[d];
+    src.data = array.data.data();
+    if (!method.set_input(index, src, &ctx).is_ok()) fail(Status(ctx.code), ctx, "--input " + path);
+    given[index] = true;
+  }
+  for (size_t i = 0; i < meta->input_count(); ++i) {
+    if (given[i]) continue;
+    TensorView* view = method.input(i).value();
+    fill_random(*view, rng);
+  }
+
+  std::vector<double> latencies_ms;
+  latencies_ms.reserve(static_cast<size_t>(o.iterations));  // no allocation inside the timed loop
+  for (int it = 0; it < o.iterations; ++it) {
+    const uint64_t start = platform_now_ns();
+    const Status status = method.execute(&ctx);
+    const uint64_t stop = platform_now_ns();
+    if (!status.is_ok()) fail(status, ctx, "execute failed");
+    latencies_ms.push_back(static_cast<double>(stop - start) / 1e6);
+  }
+  std::sort(latencies_ms.begin(), latencies_ms.end());
+  const double median = latencies_ms[latencies_ms.size() / 2];
+
+  std::printf("method '%s' (%zu instructions, %d thread%s)\n", name, method.instruction_count(), o.threads,
+              o.threads == 1 ? "" : "s");
+  for (size_t i = 0; i < method.output_count(); ++i) {
+    const TensorView& out = *method.output(i);
+    const TensorMeta t = meta->output(i).value();
+    std::printf("  output %s: %s %s %s\n", t.name, to_string(out.dtype), dims_string(out.dims, out.rank).c_str(),
+                summarize(out).c_str());
+    if (!o.output_dir.empty()) {
+      tools::NpyArray array;
+      array.dtype = tools::npy_descr(out.dtype) ? out.dtype : ScalarType::U8;
+      array.dims.assign(out.dims, out.dims + out.rank);
+      if (array.dtype == ScalarType::U8 && out.dtype != ScalarType::U8) array.dims = {static_cast<int64_t>(out.nbytes())};
+      const uint8_t* bytes = out.data_as<const uint8_t>();
+      array.data.assign(bytes, bytes + out.nbytes());
+      std::string error;
+      const std::string path = o.output_dir + "/" + t.name + ".npy";
+      if (!tools::write_npy(path, array, &error)) fail("writing " + path + ": " + error);
+      std::printf("    wrote %s\n", path.c_str());
+    }
+  }
+  std::printf("latency: median %.3f ms over %d iteration%s (min %.3f, max %.3f)\n", median, o.iterations,
+              o.iterations == 1 ? "" : "s", latencies_ms.front(), latencies_ms.back());
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Options o;
+  CLI::App app{"runner: load an Ember program (.pte) and run it"};
+  app.set_version_flag("--version", std::string("runner (Ember) ") + kVersion + ", program format " +
+                                        std::to_string(kFormatMajor) + "." + std::to_string(kFormatMinor));
+  app.add_option("--program", o.program, "Program to run");
+  app.add_option("--info", o.info, "Describe a program: methods, I/O, arenas, which backend runs each instruction");
+  app.add_option("--method", o.method, "Method to run (default: the first)");
+  app.add_option("--input", o.inputs, "Input as [name=]file.npy (repeatable); missing inputs are random");
+  app.add_option("--output-dir", o.output_dir, "Write each output as <dir>/<name>.npy");
+  app.add_option("--iterations", o.iterations, "Times to execute (latency = median)")->capture_default_str();
+  app.add_option("--threads", o.threads, "Thread pool size, caller included")->capture_default_str();
+  app.add_option("--backends", o.backends,
+                 "Backends delegates may use, e.g. null,portable (portable = fall back to portable kernels; "
+                 "default: every registered backend, with fallback)");
+  app.add_option("--verify", o.verification, "full | structural (skip weight hashes) | trusted")->capture_default_str();
+  app.add_flag("--mmap", o.mmap, "Map the file instead of reading it");
+  app.add_option("--seed", o.seed, "Seed for random inputs")->capture_default_str();
+  app.add_flag("--verbose", o.verbose, "Log load details (fallbacks, ...)");
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  }
+  set_log_level(o.verbose ? LogLevel::Info : LogLevel::Error);
+  // Errors reach the user through ErrorContext; the log would repeat them.
+  if (!o.verbose) set_log_level(static_cast<LogLevel>(4));
+  try {
+    if (!o.info.empty()) return run_info(o);
+    if (o.program.empty()) {
+      std::fprintf(stderr, "runner: error: give --program FILE or --info FILE (see --help)\n");
+      return 2;
+    }
+    return run_program(o);
+  } catch (const Failure& f) {
+    std::fprintf(stderr, "runner: error: %s\n", f.message.c_str());
+    return 1;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "runner: error: %s\n", e.what());
+    return 1;
+  }
+}
