@@ -1,0 +1,35 @@
+# The app-facing archives (DESIGN §1): libruntime.a = platform + core + program + kernel + backend +
+# executor + kernels; one libruntime_<backend>.a per backend. Built from the per-folder targets'
+# objects, so the folder DAG stays the link graph inside the project. Installed with headers, a
+# CMake package (ember::runtime, ember::runtime_null) and pkg-config files naming each archive's
+# own dependencies.
+set(EMBER_RUNTIME_PARTS ember_runtime_platform ember_runtime_core ember_runtime_program ember_runtime_kernel
+    ember_runtime_backend ember_runtime_executor ember_kernels_reference ember_kernels_cpu ember_kernels)
+
+function(ember_add_archive name output)
+  set(objects "")
+  foreach(part ${ARGN})
+    list(APPEND objects $<TARGET_OBJECTS:${part}>)
+  endforeach()
+  add_library(${name} STATIC ${objects})
+  set_target_properties(${name} PROPERTIES OUTPUT_NAME ${output} LINKER_LANGUAGE CXX)
+  target_include_directories(${name} INTERFACE
+    $<BUILD_INTERFACE:${PROJECT_SOURCE_DIR}> $<BUILD_INTERFACE:${PROJECT_BINARY_DIR}>
+    $<INSTALL_INTERFACE:include/ember>)
+endfunction()
+
+ember_add_archive(ember_runtime runtime ${EMBER_RUNTIME_PARTS})
+target_link_libraries(ember_runtime INTERFACE $<BUILD_INTERFACE:hwy::hwy> $<BUILD_INTERFACE:${XXHASH_LIBRARY}>
+                      Threads::Threads)
+add_library(ember::runtime ALIAS ember_runtime)
+ember_add_archive(ember_runtime_null runtime_null ember_backend_null)
+target_link_libraries(ember_runtime_null INTERFACE ember_runtime)
+add_library(ember::runtime_null ALIAS ember_runtime_null)
+
+include(GNUInstallDirs)
+install(TARGETS ember_runtime ember_runtime_null ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR})
+install(DIRECTORY runtime kernels backends DESTINATION include/ember FILES_MATCHING PATTERN "*.h")
+install(FILES ${PROJECT_BINARY_DIR}/schema/program_generated.h DESTINATION include/ember/schema)
+set(EMBER_PC_LIBDIR "\${prefix}/${CMAKE_INSTALL_LIBDIR}")
+configure_file(${PROJECT_SOURCE_DIR}/cmake/ember-runtime.pc.in ${PROJECT_BINARY_DIR}/ember-runtime.pc @ONLY)
+install(FILES ${PROJECT_BINARY_DIR}/ember-runtime.pc DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig)

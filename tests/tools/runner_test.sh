@@ -1,0 +1,89 @@
+#!/usr/bin/env bash
+# runner end to end: --help/--version/--info, running the examples with .npy I/O, bad arguments,
+# corrupted and truncated programs (non-zero exit with a one-line reason, never a crash), and the
+# same number of heap allocations for --iterations 1 and 100.
+# usage: runner_test.sh RUNNER EXPORTER ALLOC_COUNTER_SO
+set -u
+RUNNER=$1 EXPORTER=$2 SHIM=$3
+T=$(mktemp -d)
+trap 'rm -rf "$T"' EXIT
+failures=0
+fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
+expect_ok() { "$@" >"$T/out" 2>"$T/err" || { fail "exit $? from: $*"; cat "$T/err"; }; }
+# Non-zero exit, not a signal, exactly one line on stderr starting with "runner: error:".
+expect_error() {
+  local what=$1; shift
+  "$@" >"$T/out" 2>"$T/err"
+  local rc=$?
+  if [ $rc -eq 0 ]; then fail "$what: exit 0"; return; fi
+  if [ $rc -ge 128 ]; then fail "$what: killed by signal $((rc - 128))"; return; fi
+  if [ "$(wc -l <"$T/err")" -ne 1 ] || ! grep -q '^runner: error: ' "$T/err"; then
+    fail "$what: stderr is not one 'runner: error:' line:"; cat "$T/err"
+  fi
+}
+
+"$EXPORTER" --example mlp -o "$T/mlp.pte" >/dev/null || { echo "exporter failed"; exit 1; }
+"$EXPORTER" --example cnn --backends null,portable -o "$T/cnn.pte" >/dev/null || { echo "exporter failed"; exit 1; }
+
+expect_ok "$RUNNER" --help
+grep -q -- '--program' "$T/out" || fail "--help does not list --program"
+expect_ok "$RUNNER" --version
+grep -q 'runner (Ember)' "$T/out" || fail "--version output: $(cat "$T/out")"
+
+expect_ok "$RUNNER" --info "$T/cnn.pte"
+grep -q 'arena 0: activation' "$T/out" || fail "--info shows no activation arena"
+grep -q 'arena 1: io' "$T/out" || fail "--info shows no io arena"
+grep -q -- '-> null' "$T/out" || fail "--info does not show the null backend running the delegate"
+grep -q -- '-> cpu' "$T/out" || fail "--info does not show cpu kernels"
+grep -q 'producer: ember-exporter' "$T/out" || fail "--info shows no producer"
+expect_ok "$RUNNER" --info "$T/cnn.pte" --backends portable
+grep -q 'portable (fallback for null)' "$T/out" || fail "--backends portable does not fall back"
+"$RUNNER" --program "$T/cnn.pte" --backends null >/dev/null 2>&1 || fail "--backends null failed"
+
+# Run with outputs written, then feed an output back as an input of the right shape.
+mkdir -p "$T/o"
+expect_ok "$RUNNER" --program "$T/mlp.pte" --output-dir "$T/o" --iterations 3
+grep -q 'output probs: f32 \[8, 10\]' "$T/out" || fail "mlp output line: $(cat "$T/out")"
+grep -q 'latency: median' "$T/out" || fail "no latency line"
+[ -s "$T/o/probs.npy" ] || fail "probs.npy not written"
+expect_error "input of the wrong shape" "$RUNNER" --program "$T/mlp.pte" --input "x=$T/o/probs.npy"
+grep -q "InvalidArgument" "$T/err" || fail "wrong-shape input: $(cat "$T/err")"
+expect_error "unknown input name" "$RUNNER" --program "$T/mlp.pte" --input "nope=$T/o/probs.npy"
+expect_error "missing file" "$RUNNER" --program "$T/does-not-exist.pte"
+grep -q NotFound "$T/err" || fail "missing file error: $(cat "$T/err")"
+expect_error "bad --iterations" "$RUNNER" --program "$T/mlp.pte" --iterations 0
+expect_error "bad --threads" "$RUNNER" --program "$T/mlp.pte" --threads 0
+expect_error "unknown backend" "$RUNNER" --program "$T/mlp.pte" --backends cuda
+expect_error "unknown method" "$RUNNER" --program "$T/mlp.pte" --method nope
+grep -q NotFound "$T/err" || fail "unknown method error: $(cat "$T/err")"
+
+# Corrupted copies: flips in the header, the FlatBuffer and the segments; truncations.
+size=$(stat -c %s "$T/cnn.pte")
+for offset in 0 3 5 9 17 30 45 61 64 100 500 1000 2000 4000 65536 66000 $((size - 1)); do
+  cp "$T/cnn.pte" "$T/bad.pte"
+  printf '\xff' | dd of="$T/bad.pte" bs=1 seek="$offset" conv=notrunc status=none
+  cmp -s "$T/cnn.pte" "$T/bad.pte" && printf '\x00' | dd of="$T/bad.pte" bs=1 seek="$offset" conv=notrunc status=none
+  expect_error "flip at $offset" "$RUNNER" --program "$T/bad.pte"
+done
+for length in 0 1 32 63 64 65 200 1000 4000 65535 65536 66000 $((size - 1)); do
+  head -c "$length" "$T/cnn.pte" >"$T/short.pte"
+  expect_error "truncated to $length" "$RUNNER" --program "$T/short.pte"
+done
+
+# Heap allocations do not depend on the iteration count.
+count() {
+  rm -f "$T/count"
+  EMBER_ALLOC_COUNT_FILE="$T/count" LD_PRELOAD="$SHIM" "$RUNNER" --program "$1" --iterations "$2" --threads 2 \
+    >/dev/null 2>&1 || fail "counted run of $1 failed"
+  tail -1 "$T/count" | awk '{print $2}'
+}
+for model in mlp cnn; do
+  one=$(count "$T/$model.pte" 1)
+  hundred=$(count "$T/$model.pte" 100)
+  echo "$model: $one heap allocations with --iterations 1, $hundred with --iterations 100"
+  [ -n "$one" ] && [ "$one" -gt 0 ] || fail "$model: the allocation counter saw nothing (shim not loaded?)"
+  [ "$one" = "$hundred" ] || fail "$model: allocations differ: $one vs $hundred"
+done
+
+[ $failures -eq 0 ] && echo "runner_test: all checks passed"
+exit $((failures > 0))

@@ -1,0 +1,17 @@
+# Cross-compile for 64-bit Arm Linux (g++-aarch64-linux-gnu); tests run under qemu-aarch64.
+# Describes the target only; `cmake --preset aarch64` names the build.
+set(CMAKE_SYSTEM_NAME Linux)
+set(CMAKE_SYSTEM_PROCESSOR aarch64)
+set(CMAKE_C_COMPILER aarch64-linux-gnu-gcc)
+set(CMAKE_CXX_COMPILER aarch64-linux-gnu-g++)
+set(CMAKE_LIBRARY_ARCHITECTURE aarch64-linux-gnu)
+set(CMAKE_FIND_ROOT_PATH /usr/aarch64-linux-gnu ${EMBER_ARM64_EXTRA_ROOT})
+set(CMAKE_FIND_ROOT_PATH_MODE_PROGRAM NEVER)
+set(CMAKE_FIND_ROOT_PATH_MODE_LIBRARY BOTH)
+set(CMAKE_FIND_ROOT_PATH_MODE_INCLUDE BOTH)
+set(CMAKE_FIND_ROOT_PATH_MODE_PACKAGE BOTH)
+if(EXISTS /lib/ld-linux-aarch64.so.1)   # multiarch libc6:arm64 present: plain qemu (see notes)
+  set(CMAKE_CROSSCOMPILING_EMULATOR qemu-aarch64)
+else()
+  set(CMAKE_CROSSCOMPILING_EMULATOR qemu-aarch64 -L /usr/aarch64-linux-gnu)
+endif()
