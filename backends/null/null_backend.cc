@@ -30,8 +30,9 @@ struct InitState {
 
 // Constants are zero-copy views of the program; internal values get their own 64-aligned slice;
 // inputs and outputs are bound per call.
-Status resolve(void* user, uint32_t value, const fb::Tensor& tensor, void** data, ErrorContext* ctx) {
+Status resolve(void* user, uint32_t value, const fb::Tensor& tensor, TensorView* view, ErrorContext* ctx) {
   InitState& s = *static_cast<InitState*>(user);
+  void** data = &view->data;
   switch (tensor.storage_type()) {
     case fb::Storage::ConstantStorage:
       *data = const_cast<uint8_t*>(s.graph->constant_data(value));

@@ -1,1 +1,87 @@
-// placeholder
+#include "kernels/cpu/register.h"
+
+#include <initializer_list>
+
+#include "kernels/cpu/ops.h"
+
+namespace ember::kernels {
+namespace {
+
+constexpr ScalarType F = ScalarType::F32;
+constexpr ScalarType X = ScalarType::Invalid;  // an absent optional input
+
+// The dtypes the movement kernels serve: every type of 8 bits or more that carries data.
+constexpr ScalarType kMovementTypes[] = {
+    ScalarType::F32,  ScalarType::F16,      ScalarType::BF16,   ScalarType::I8,
+    ScalarType::U8,   ScalarType::I16,      ScalarType::I32,    ScalarType::I64,
+    ScalarType::Bool, ScalarType::F8E4M3FN, ScalarType::F8E5M2, ScalarType::E8M0,
+    ScalarType::UE4M3,
+};
+
+constexpr const char* kLibrary = "cpu";
+
+Status add(KernelRegistry& registry, OpCode op, KernelFn fn,
+           std::initializer_list<ScalarType> dtypes) {
+  KernelKey key;
+  key.op = op;
+  key.arg_count = static_cast<uint8_t>(dtypes.size());
+  int i = 0;
+  for (ScalarType t : dtypes) key.dtypes[i++] = t;
+  return registry.add(key, fn, kLibrary);
+}
+
+}  // namespace
+
+Status register_cpu_kernels(KernelRegistry& r) {
+  EMBER_RETURN_IF_ERROR(add(r, OpCode::Add, cpu::add, {F, F, F}));
+  EMBER_RETURN_IF_ERROR(add(r, OpCode::Sub, cpu::sub, {F, F, F}));
+  EMBER_RETURN_IF_ERROR(add(r, OpCode::Mul, cpu::mul, {F, F, F}));
+  EMBER_RETURN_IF_ERROR(add(r, OpCode::Div, cpu::div, {F, F, F}));
+  EMBER_RETURN_IF_ERROR(add(r, OpCode::Relu, cpu::relu, {F, F}));
+  EMBER_RETURN_IF_ERROR(add(r, OpCode::Gelu, cpu::gelu, {F, F}));
+  EMBER_RETURN_IF_ERROR(add(r, OpCode::Silu, cpu::silu, {F, F}));
+  EMBER_RETURN_IF_ERROR(add(r, OpCode::Sigmoid, cpu::sigmoid, {F, F}));
+  EMBER_RETURN_IF_ERROR(add(r, OpCode::Tanh, cpu::tanh, {F, F}));
+  EMBER_RETURN_IF_ERROR(add(r, OpCode::MatMul, cpu::matmul, {F, F, F}));
+
+  EMBER_RETURN_IF_ERROR(add(r, OpCode::Linear, cpu::linear, {F, F, F, F}));
+  EMBER_RETURN_IF_ERROR(add(r, OpCode::Linear, cpu::linear, {F, F, X, F}));
+  EMBER_RETURN_IF_ERROR(add(r, OpCode::Linear, cpu::linear, {F, F, F}));
+  EMBER_RETURN_IF_ERROR(add(r, OpCode::Conv2d, cpu::conv2d, {F, F, F, F}));
+  EMBER_RETURN_IF_ERROR(add(r, OpCode::Conv2d, cpu::conv2d, {F, F, X, F}));
+  EMBER_RETURN_IF_ERROR(add(r, OpCode::Conv2d, cpu::conv2d, {F, F, F}));
+
+  EMBER_RETURN_IF_ERROR(add(r, OpCode::MaxPool2d, cpu::max_pool2d, {F, F}));
+  EMBER_RETURN_IF_ERROR(add(r, OpCode::AvgPool2d, cpu::avg_pool2d, {F, F}));
+  EMBER_RETURN_IF_ERROR(add(r, OpCode::GlobalAvgPool2d, cpu::global_avg_pool2d, {F, F}));
+  EMBER_RETURN_IF_ERROR(add(r, OpCode::Softmax, cpu::softmax, {F, F}));
+
+  EMBER_RETURN_IF_ERROR(add(r, OpCode::LayerNorm, cpu::layer_norm, {F, F, F, F}));
+  EMBER_RETURN_IF_ERROR(add(r, OpCode::LayerNorm, cpu::layer_norm, {F, F, X, F}));
+  EMBER_RETURN_IF_ERROR(add(r, OpCode::LayerNorm, cpu::layer_norm, {F, X, F, F}));
+  EMBER_RETURN_IF_ERROR(add(r, OpCode::LayerNorm, cpu::layer_norm, {F, X, X, F}));
+  EMBER_RETURN_IF_ERROR(add(r, OpCode::LayerNorm, cpu::layer_norm, {F, F, F}));
+  EMBER_RETURN_IF_ERROR(add(r, OpCode::LayerNorm, cpu::layer_norm, {F, X, F}));
+  EMBER_RETURN_IF_ERROR(add(r, OpCode::LayerNorm, cpu::layer_norm, {F, F}));
+
+  for (ScalarType t : kMovementTypes) {
+    EMBER_RETURN_IF_ERROR(add(r, OpCode::Reshape, cpu::reshape, {t, t}));
+    EMBER_RETURN_IF_ERROR(add(r, OpCode::Transpose, cpu::transpose, {t, t}));
+    EMBER_RETURN_IF_ERROR(add(r, OpCode::Slice, cpu::slice, {t, t}));
+    for (int inputs = 1; inputs < kMaxKernelArgs; ++inputs) {  // concat: 1..15 inputs + output
+      KernelKey key;
+      key.op = OpCode::Concat;
+      key.arg_count = static_cast<uint8_t>(inputs + 1);
+      for (int i = 0; i <= inputs; ++i) key.dtypes[i] = t;
+      EMBER_RETURN_IF_ERROR(r.add(key, cpu::concat, kLibrary));
+    }
+  }
+  return Status::ok();
+}
+
+size_t cpu_scratch_bytes(OpCode, const OpAttrs&, const TensorView*, size_t, const TensorView*,
+                         size_t) {
+  return 0;
+}
+
+}  // namespace ember::kernels

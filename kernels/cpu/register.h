@@ -1,12 +1,23 @@
 // kernels/cpu: Highway SIMD kernels, each tested against its kernels/reference twin.
 #pragma once
 
+#include <cstddef>
+
 #include "runtime/core/status.h"
 #include "runtime/kernel/kernel_registry.h"
 
 namespace ember::kernels {
 
-// Registers every cpu kernel (library name "cpu"). Fails on a duplicate key.
+// Registers every cpu kernel (library name "cpu") under the reference library's key conventions
+// (arg_count = inputs + outputs; an absent optional input is ScalarType::Invalid, and the shorter
+// list without trailing absent inputs is registered too). Fails on a duplicate key or a full
+// registry.
 Status register_cpu_kernels(KernelRegistry& registry);
+
+// Bytes of KernelContext::scratch the cpu kernel for `op` needs with these shapes. Every cpu kernel
+// works without scratch (GEMM and convolution read their operands in place), so this is 0 for every
+// op; it exists so that planners ask instead of assuming.
+size_t cpu_scratch_bytes(OpCode op, const OpAttrs& attrs, const TensorView* inputs,
+                         size_t input_count, const TensorView* outputs, size_t output_count);
 
 }  // namespace ember::kernels

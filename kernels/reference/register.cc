@@ -1,1 +1,101 @@
-// placeholder
+#include "kernels/reference/register.h"
+
+#include <initializer_list>
+
+#include "kernels/reference/ops.h"
+
+namespace ember::kernels {
+namespace {
+
+constexpr ScalarType F = ScalarType::F32;
+constexpr ScalarType X = ScalarType::Invalid;  // an absent optional input
+
+// Every dtype the data-movement kernels handle: all types of 8 bits or more that carry data.
+constexpr ScalarType kMovementTypes[] = {
+    ScalarType::F32,    ScalarType::F16,  ScalarType::BF16,  ScalarType::I8,   ScalarType::U8,
+    ScalarType::I16,    ScalarType::I32,  ScalarType::I64,   ScalarType::Bool, ScalarType::F8E4M3FN,
+    ScalarType::F8E5M2, ScalarType::E8M0, ScalarType::UE4M3,
+};
+
+class Registrar {
+ public:
+  Registrar(KernelRegistry& registry, bool only_missing)
+      : registry_(registry), only_missing_(only_missing) {}
+
+  // dtypes of the inputs then the outputs.
+  Status add(OpCode op, KernelFn fn, std::initializer_list<ScalarType> dtypes) {
+    KernelKey key;
+    key.op = op;
+    key.arg_count = static_cast<uint8_t>(dtypes.size());
+    int i = 0;
+    for (ScalarType t : dtypes) key.dtypes[i++] = t;
+    return add(key, fn);
+  }
+
+  Status add(const KernelKey& key, KernelFn fn) {
+    return only_missing_ ? registry_.add_if_absent(key, fn, "reference")
+                         : registry_.add(key, fn, "reference");
+  }
+
+ private:
+  KernelRegistry& registry_;
+  bool only_missing_;
+};
+
+}  // namespace
+
+Status register_reference_kernels(KernelRegistry& registry, bool only_missing) {
+  namespace ref = reference;
+  Registrar r(registry, only_missing);
+
+  EMBER_RETURN_IF_ERROR(r.add(OpCode::Add, ref::add, {F, F, F}));
+  EMBER_RETURN_IF_ERROR(r.add(OpCode::Sub, ref::sub, {F, F, F}));
+  EMBER_RETURN_IF_ERROR(r.add(OpCode::Mul, ref::mul, {F, F, F}));
+  EMBER_RETURN_IF_ERROR(r.add(OpCode::Div, ref::div, {F, F, F}));
+  EMBER_RETURN_IF_ERROR(r.add(OpCode::Relu, ref::relu, {F, F}));
+  EMBER_RETURN_IF_ERROR(r.add(OpCode::Gelu, ref::gelu, {F, F}));
+  EMBER_RETURN_IF_ERROR(r.add(OpCode::Silu, ref::silu, {F, F}));
+  EMBER_RETURN_IF_ERROR(r.add(OpCode::Sigmoid, ref::sigmoid, {F, F}));
+  EMBER_RETURN_IF_ERROR(r.add(OpCode::Tanh, ref::tanh, {F, F}));
+  EMBER_RETURN_IF_ERROR(r.add(OpCode::MatMul, ref::matmul, {F, F, F}));
+
+  // Optional inputs: a key either lists the slot as Invalid (the instruction names -1 there) or
+  // omits trailing absent inputs (a shorter input list); both forms are registered.
+  EMBER_RETURN_IF_ERROR(r.add(OpCode::Linear, ref::linear, {F, F, F, F}));
+  EMBER_RETURN_IF_ERROR(r.add(OpCode::Linear, ref::linear, {F, F, X, F}));
+  EMBER_RETURN_IF_ERROR(r.add(OpCode::Linear, ref::linear, {F, F, F}));
+  EMBER_RETURN_IF_ERROR(r.add(OpCode::Conv2d, ref::conv2d, {F, F, F, F}));
+  EMBER_RETURN_IF_ERROR(r.add(OpCode::Conv2d, ref::conv2d, {F, F, X, F}));
+  EMBER_RETURN_IF_ERROR(r.add(OpCode::Conv2d, ref::conv2d, {F, F, F}));
+
+  EMBER_RETURN_IF_ERROR(r.add(OpCode::MaxPool2d, ref::max_pool2d, {F, F}));
+  EMBER_RETURN_IF_ERROR(r.add(OpCode::AvgPool2d, ref::avg_pool2d, {F, F}));
+  EMBER_RETURN_IF_ERROR(r.add(OpCode::GlobalAvgPool2d, ref::global_avg_pool2d, {F, F}));
+  EMBER_RETURN_IF_ERROR(r.add(OpCode::Softmax, ref::softmax, {F, F}));
+
+  // layer_norm(x, gamma?, beta?): the four presence combinations, plus the shorter lists.
+  EMBER_RETURN_IF_ERROR(r.add(OpCode::LayerNorm, ref::layer_norm, {F, F, F, F}));
+  EMBER_RETURN_IF_ERROR(r.add(OpCode::LayerNorm, ref::layer_norm, {F, F, X, F}));
+  EMBER_RETURN_IF_ERROR(r.add(OpCode::LayerNorm, ref::layer_norm, {F, X, F, F}));
+  EMBER_RETURN_IF_ERROR(r.add(OpCode::LayerNorm, ref::layer_norm, {F, X, X, F}));
+  EMBER_RETURN_IF_ERROR(r.add(OpCode::LayerNorm, ref::layer_norm, {F, F, F}));
+  EMBER_RETURN_IF_ERROR(r.add(OpCode::LayerNorm, ref::layer_norm, {F, X, F}));
+  EMBER_RETURN_IF_ERROR(r.add(OpCode::LayerNorm, ref::layer_norm, {F, F}));
+
+  for (ScalarType t : kMovementTypes) {
+    EMBER_RETURN_IF_ERROR(r.add(OpCode::Reshape, ref::reshape, {t, t}));
+    EMBER_RETURN_IF_ERROR(r.add(OpCode::Transpose, ref::transpose, {t, t}));
+    EMBER_RETURN_IF_ERROR(r.add(OpCode::Slice, ref::slice, {t, t}));
+    // concat: 1 to kMaxKernelArgs - 1 inputs, then the output.
+    for (int inputs = 1; inputs < kMaxKernelArgs; ++inputs) {
+      KernelKey key;
+      key.op = OpCode::Concat;
+      key.arg_count = static_cast<uint8_t>(inputs + 1);
+      for (int i = 0; i <= inputs; ++i) key.dtypes[i] = t;
+      EMBER_RETURN_IF_ERROR(r.add(key, ref::concat));
+    }
+  }
+  return Status::ok();
+}
+
+}  // namespace ember::kernels

@@ -22,8 +22,9 @@ struct ResolveContext {
   const MemoryPlan* memory;
 };
 
-Status resolve_storage(void* user, uint32_t value, const fb::Tensor& tensor, void** data, ErrorContext* ctx) {
+Status resolve_storage(void* user, uint32_t value, const fb::Tensor& tensor, TensorView* view, ErrorContext* ctx) {
   const ResolveContext& rc = *static_cast<const ResolveContext*>(user);
+  void** data = &view->data;
   switch (tensor.storage_type()) {
     case fb::Storage::ConstantStorage: {
       const fb::ConstantStorage* c = tensor.storage_as_ConstantStorage();
@@ -35,10 +36,13 @@ Status resolve_storage(void* user, uint32_t value, const fb::Tensor& tensor, voi
       *data = rc.memory->arenas[p->arena()].data() + p->offset();
       return Status::ok();
     }
-    case fb::Storage::StateStorage:
-      *data = rc.program->state_data(tensor.storage_as_StateStorage()->name()->c_str());
-      if (*data == nullptr) return EMBER_FAIL(ctx, Error::Internal, "state for value %u not allocated", value);
+    case fb::Storage::StateStorage: {
+      const Program::State* state = rc.program->find_state(tensor.storage_as_StateStorage()->name()->c_str());
+      if (state == nullptr) return EMBER_FAIL(ctx, Error::Internal, "state for value %u not allocated", value);
+      *data = state->data;
+      for (int d = 0; d < view->rank; ++d) view->dims[d] = state->dims[d];  // load-time symbol values
       return Status::ok();
+    }
     default:
       *data = nullptr;  // delegate I/O: bound per call
       return Status::ok();

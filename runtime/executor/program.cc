@@ -120,26 +120,53 @@ Result<Program> Program::load(DataLoader& loader, const RuntimeContext& runtime,
 
   // Program-level state, sized with the load-time symbol values.
   if (ctx) ctx->phase = ErrorContext::Phase::Load;
+  for (const SymbolValue& chosen : options.symbols) {
+    const fb::Symbol* found = nullptr;
+    for (uint32_t k = 0; k < size_of(p.symbols()); ++k) {
+      if (std::strcmp(p.symbols()->Get(k)->name()->c_str(), chosen.name) == 0) found = p.symbols()->Get(k);
+    }
+    if (found == nullptr) {
+      return EMBER_FAIL(ctx, Error::InvalidArgument, "LoadOptions: the program has no symbol '%s'", chosen.name);
+    }
+    if (chosen.value < found->min() || chosen.value > found->max()) {
+      return EMBER_FAIL(ctx, Error::InvalidArgument, "LoadOptions: symbol '%s' = %lld outside %lld..%lld", chosen.name,
+                        static_cast<long long>(chosen.value), static_cast<long long>(found->min()),
+                        static_cast<long long>(found->max()));
+    }
+  }
   const uint32_t state_count = size_of(p.states());
   if (state_count > 0) {
-    program.state_buffers_ = static_cast<uint8_t**>(platform_aligned_alloc(alignof(uint8_t*), state_count * sizeof(uint8_t*)));
-    if (!program.state_buffers_) return EMBER_FAIL(ctx, Error::OutOfMemory, "allocating state records");
-    for (uint32_t s = 0; s < state_count; ++s) program.state_buffers_[s] = nullptr;
+    program.states_ = static_cast<State*>(platform_aligned_alloc(alignof(State), state_count * sizeof(State)));
+    if (!program.states_) return EMBER_FAIL(ctx, Error::OutOfMemory, "allocating state records");
+    for (uint32_t s = 0; s < state_count; ++s) new (&program.states_[s]) State();
     program.state_count_ = state_count;
     for (uint32_t s = 0; s < state_count; ++s) {
       const fb::StateDecl* decl = p.states()->Get(s);
+      State& state = program.states_[s];
+      state.name = decl->name()->c_str();
       uint64_t numel = 1;
+      bool overflow = false;
       for (uint32_t d = 0; d < size_of(decl->dims()); ++d) {
-        if (__builtin_mul_overflow(numel, static_cast<uint64_t>(decl->dims()->Get(d)->max()), &numel)) numel = UINT64_MAX;
+        const fb::Dim* dim = decl->dims()->Get(d);
+        int64_t size = dim->max();
+        if (dim->sym() != 0) {
+          const char* sym_name = p.symbols()->Get(dim->sym() - 1u)->name()->c_str();
+          for (const SymbolValue& chosen : options.symbols) {
+            if (std::strcmp(chosen.name, sym_name) == 0) size = chosen.value;
+          }
+        }
+        state.dims[d] = size;
+        overflow = overflow || __builtin_mul_overflow(numel, static_cast<uint64_t>(size), &numel);
       }
-      const uint64_t bytes = numel == UINT64_MAX ? UINT64_MAX : nbytes_of(static_cast<ScalarType>(decl->dtype()), numel);
-      program.state_buffers_[s] = bytes > (uint64_t{1} << 40) ? nullptr
-                                      : static_cast<uint8_t*>(platform_aligned_alloc(64, static_cast<size_t>(bytes)));
-      if (program.state_buffers_[s] == nullptr) {
-        return EMBER_FAIL(ctx, Error::OutOfMemory, "allocating state '%s' (%llu bytes)", decl->name()->c_str(),
-                          static_cast<unsigned long long>(bytes));
+      state.nbytes = overflow ? UINT64_MAX : nbytes_of(static_cast<ScalarType>(decl->dtype()), numel);
+      state.data = state.nbytes > (uint64_t{1} << 40)
+                       ? nullptr
+                       : static_cast<uint8_t*>(platform_aligned_alloc(64, static_cast<size_t>(state.nbytes)));
+      if (state.data == nullptr) {
+        return EMBER_FAIL(ctx, Error::OutOfMemory, "allocating state '%s' (%llu bytes)", state.name,
+                          static_cast<unsigned long long>(state.nbytes));
       }
-      std::memset(program.state_buffers_[s], 0, static_cast<size_t>(bytes));
+      std::memset(state.data, 0, static_cast<size_t>(state.nbytes));
     }
   }
   return Result<Program>(std::move(program));
@@ -153,7 +180,7 @@ Program::Program(Program&& other) noexcept
       segment_buffers_(other.segment_buffers_),
       segment_data_(other.segment_data_),
       segment_count_(other.segment_count_),
-      state_buffers_(other.state_buffers_),
+      states_(other.states_),
       state_count_(other.state_count_),
       runtime_(other.runtime_),
       options_(other.options_) {
@@ -161,7 +188,7 @@ Program::Program(Program&& other) noexcept
   other.segment_buffers_ = nullptr;
   other.segment_data_ = nullptr;
   other.segment_count_ = 0;
-  other.state_buffers_ = nullptr;
+  other.states_ = nullptr;
   other.state_count_ = 0;
 }
 
@@ -171,11 +198,11 @@ void Program::release() {
   for (size_t s = 0; s < segment_count_; ++s) segment_buffers_[s].~FreeableBuffer();
   platform_aligned_free(segment_buffers_);
   platform_aligned_free(segment_data_);
-  for (size_t s = 0; s < state_count_; ++s) platform_aligned_free(state_buffers_[s]);
-  platform_aligned_free(state_buffers_);
+  for (size_t s = 0; s < state_count_; ++s) platform_aligned_free(states_[s].data);
+  platform_aligned_free(states_);
   segment_buffers_ = nullptr;
   segment_data_ = nullptr;
-  state_buffers_ = nullptr;
+  states_ = nullptr;
   segment_count_ = state_count_ = 0;
 }
 
@@ -185,11 +212,16 @@ const char* Program::method_name(size_t i) const {
   return i < method_count() ? program_->methods()->Get(static_cast<uint32_t>(i))->name()->c_str() : "";
 }
 
-uint8_t* Program::state_data(const char* name) const {
+const Program::State* Program::find_state(const char* name) const {
   for (size_t s = 0; s < state_count_; ++s) {
-    if (std::strcmp(program_->states()->Get(static_cast<uint32_t>(s))->name()->c_str(), name) == 0) return state_buffers_[s];
+    if (std::strcmp(states_[s].name, name) == 0) return &states_[s];
   }
   return nullptr;
+}
+
+uint8_t* Program::state_data(const char* name) const {
+  const State* state = find_state(name);
+  return state ? state->data : nullptr;
 }
 
 Result<MethodMeta> Program::method_meta(const char* name, ErrorContext* ctx) const {

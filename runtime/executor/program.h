@@ -46,8 +46,16 @@ class Program {
   const fb::DebugInfo* debug_info() const { return debug_; }
   const RuntimeContext& runtime() const { return runtime_; }
   const LoadOptions& options() const { return options_; }
-  // The buffer of Program-level state `name`, or null.
-  uint8_t* state_data(const char* name) const;
+  // Program-level state: one zero-initialized buffer per StateDecl, its dims resolved with the
+  // load-time symbol values (LoadOptions::symbols; others at their max).
+  struct State {
+    const char* name = "";
+    uint8_t* data = nullptr;
+    uint64_t nbytes = 0;
+    int64_t dims[kMaxRank] = {0};
+  };
+  const State* find_state(const char* name) const;  // null when absent
+  uint8_t* state_data(const char* name) const;      // null when absent
 
  private:
   Program() = default;
@@ -60,7 +68,7 @@ class Program {
   FreeableBuffer* segment_buffers_ = nullptr;  // load-time allocations (platform_aligned_alloc)
   SegmentData* segment_data_ = nullptr;
   size_t segment_count_ = 0;
-  uint8_t** state_buffers_ = nullptr;
+  State* states_ = nullptr;
   size_t state_count_ = 0;
   RuntimeContext runtime_;
   LoadOptions options_;

@@ -158,8 +158,8 @@ Status GraphRunner::bind(const GraphView& graph, const KernelRegistry* kernels, 
     const fb::Tensor& t = *g.values()->Get(v);
     new (&values_[v]) TensorView();
     tensor_shape(t, &values_[v]);
-    capacity_[v] = t.nbytes();
-    EMBER_RETURN_IF_ERROR(resolve(user, v, t, &values_[v].data, ctx));
+    EMBER_RETURN_IF_ERROR(resolve(user, v, t, &values_[v], ctx));
+    capacity_[v] = t.storage_type() == fb::Storage::StateStorage ? values_[v].nbytes() : t.nbytes();
   }
 
   char missing[ErrorContext::kMessageSize] = {0};

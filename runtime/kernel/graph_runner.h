@@ -19,9 +19,10 @@ namespace ember {
 
 class GraphRunner {
  public:
-  // Where a value's bytes live. Called once per value in bind(); may set *data to null for values
-  // bound later with bind_value() (a delegate graph's inputs and outputs).
-  using ResolveFn = Status (*)(void* user, uint32_t value, const fb::Tensor& tensor, void** data,
+  // Where a value's bytes live: sets view->data (null for values bound later with bind_value(): a
+  // delegate graph's inputs and outputs). May shrink view->dims for storage sized at load (state whose
+  // dims use load-time symbols); the value's capacity is then view->nbytes(). Called once per value.
+  using ResolveFn = Status (*)(void* user, uint32_t value, const fb::Tensor& tensor, TensorView* view,
                                ErrorContext* ctx);
   // Runs a DelegateCall; `values` are the runner's current views.
   using DelegateFn = Status (*)(void* user, uint32_t instruction, const fb::DelegateCall& call,

@@ -4,11 +4,11 @@
 // product and sum is checked for int64 overflow before it is formed.
 #include "runtime/kernel/op_info.h"
 
-#include "runtime/kernel/kernel.h"
-
 #include <cstdint>
 #include <cstdio>
 #include <limits>
+
+#include "runtime/kernel/kernel.h"
 
 namespace ember {
 namespace {
@@ -162,7 +162,8 @@ int broadcast_dims(const int64_t* a, int ra, const int64_t* b, int rb, int64_t* 
   return r;
 }
 
-// ---- Elementwise ---------------------------------------------------------------------------------
+// ---- Elementwise
+// ---------------------------------------------------------------------------------
 
 Status binary_shape(const char* op, const TensorView* inputs, size_t input_count,
                     TensorView* outputs, size_t output_count, ErrorContext* ctx) {
@@ -174,8 +175,9 @@ Status binary_shape(const char* op, const TensorView* inputs, size_t input_count
   int bad = 0;
   const int rank = broadcast_dims(a.dims, a.rank, b.dims, b.rank, dims, &bad);
   if (rank < 0) {
-    return EMBER_FAIL(ctx, Error::InvalidArgument, "%s: shapes %s and %s do not broadcast (axis %d)",
-                      op, dims_text(a).text, dims_text(b).text, bad);
+    return EMBER_FAIL(ctx, Error::InvalidArgument,
+                      "%s: shapes %s and %s do not broadcast (axis %d)", op, dims_text(a).text,
+                      dims_text(b).text, bad);
   }
   EMBER_RETURN_IF_ERROR(check_output(op, a.dtype, dims, rank, ctx));
   set_output(&outputs[0], a.dtype, dims, rank);
@@ -184,7 +186,7 @@ Status binary_shape(const char* op, const TensorView* inputs, size_t input_count
 
 #define EMBER_BINARY_SHAPE(fn, name)                                                           \
   Status fn(const OpAttrs&, const TensorView* inputs, size_t input_count, TensorView* outputs, \
-            size_t output_count, Span<const int64_t>, ErrorContext* ctx) {                      \
+            size_t output_count, Span<const int64_t>, ErrorContext* ctx) {                     \
     return binary_shape(name, inputs, input_count, outputs, output_count, ctx);                \
   }
 EMBER_BINARY_SHAPE(add_shape, "add")
@@ -202,7 +204,7 @@ Status unary_shape(const char* op, const TensorView* inputs, size_t input_count,
 
 #define EMBER_UNARY_SHAPE(fn, name)                                                            \
   Status fn(const OpAttrs&, const TensorView* inputs, size_t input_count, TensorView* outputs, \
-            size_t output_count, Span<const int64_t>, ErrorContext* ctx) {                      \
+            size_t output_count, Span<const int64_t>, ErrorContext* ctx) {                     \
     return unary_shape(name, inputs, input_count, outputs, output_count, ctx);                 \
   }
 EMBER_UNARY_SHAPE(relu_shape, "relu")
@@ -221,7 +223,8 @@ Status gelu_shape(const OpAttrs& attrs, const TensorView* inputs, size_t input_c
   return unary_shape("gelu", inputs, input_count, outputs, output_count, ctx);
 }
 
-// ---- Linear algebra ------------------------------------------------------------------------------
+// ---- Linear algebra
+// ------------------------------------------------------------------------------
 
 // [.., M, K] x [.., K, N] -> [broadcast(..), M, N]. Both ranks >= 2 (1-D operands are unsqueezed
 // by the exporter).
@@ -301,7 +304,8 @@ Status linear_shape(const OpAttrs& attrs, const TensorView* inputs, size_t input
   return Status::ok();
 }
 
-// ---- Convolution and pooling ---------------------------------------------------------------------
+// ---- Convolution and pooling
+// ---------------------------------------------------------------------
 
 // One spatial output size, PyTorch's pooling_output_shape:
 //   out = floor_or_ceil((in + pad_begin + pad_end - dilation * (k - 1) - 1) / stride) + 1,
@@ -356,8 +360,9 @@ Status conv2d_shape(const OpAttrs& attrs, const TensorView* inputs, size_t input
   }
   for (int i = 0; i < 2; ++i) {
     if (attrs.stride[i] < 1 || attrs.dilation[i] < 1) {
-      return EMBER_FAIL(ctx, Error::InvalidArgument, "conv2d: stride %d and dilation %d must be >= 1",
-                        attrs.stride[i], attrs.dilation[i]);
+      return EMBER_FAIL(ctx, Error::InvalidArgument,
+                        "conv2d: stride %d and dilation %d must be >= 1", attrs.stride[i],
+                        attrs.dilation[i]);
     }
   }
   for (int i = 0; i < 4; ++i) {
@@ -403,9 +408,9 @@ Status conv2d_shape(const OpAttrs& attrs, const TensorView* inputs, size_t input
       return EMBER_FAIL(ctx, Error::InvalidArgument,
                         "conv2d: empty output along %s: input %lld, pads %d+%d, kernel %lld, "
                         "stride %d, dilation %d",
-                        i == 0 ? "H" : "W", static_cast<long long>(x.dims[2 + i]),
-                        attrs.padding[i], attrs.padding[2 + i],
-                        static_cast<long long>(w.dims[2 + i]), attrs.stride[i], attrs.dilation[i]);
+                        i == 0 ? "H" : "W", static_cast<long long>(x.dims[2 + i]), attrs.padding[i],
+                        attrs.padding[2 + i], static_cast<long long>(w.dims[2 + i]),
+                        attrs.stride[i], attrs.dilation[i]);
     }
   }
   EMBER_RETURN_IF_ERROR(check_output(op, x.dtype, dims, 4, ctx));
@@ -446,8 +451,8 @@ Status pool2d_shape(const char* op, const OpAttrs& attrs, const TensorView* inpu
       return EMBER_FAIL(ctx, Error::InvalidArgument,
                         "%s: empty output along %s: input %lld, pads %d+%d, kernel %d, stride %d, "
                         "dilation %d",
-                        op, i == 0 ? "H" : "W", static_cast<long long>(x.dims[2 + i]), pb, pe, k,
-                        s, d);
+                        op, i == 0 ? "H" : "W", static_cast<long long>(x.dims[2 + i]), pb, pe, k, s,
+                        d);
     }
   }
   EMBER_RETURN_IF_ERROR(check_output(op, x.dtype, dims, 4, ctx));
@@ -486,7 +491,8 @@ Status global_avg_pool2d_shape(const OpAttrs&, const TensorView* inputs, size_t 
   return Status::ok();
 }
 
-// ---- Normalization -------------------------------------------------------------------------------
+// ---- Normalization
+// -------------------------------------------------------------------------------
 
 Status softmax_shape(const OpAttrs& attrs, const TensorView* inputs, size_t input_count,
                      TensorView* outputs, size_t output_count, Span<const int64_t>,
@@ -543,7 +549,8 @@ Status layer_norm_shape(const OpAttrs& attrs, const TensorView* inputs, size_t i
   return Status::ok();
 }
 
-// ---- Data movement -------------------------------------------------------------------------------
+// ---- Data movement
+// -------------------------------------------------------------------------------
 
 // Target dims: shape_sym[i] != 0 takes symbols[sym - 1]; otherwise shape[i] is literal (0 is a
 // literal zero, not "copy the input dim"); a single -1 is inferred from the element count.
@@ -572,8 +579,9 @@ Status reshape_shape(const OpAttrs& attrs, const TensorView* inputs, size_t inpu
       }
       d = symbols[sym - 1];
       if (d < 0) {
-        return EMBER_FAIL(ctx, Error::InvalidArgument, "reshape: symbol %zu has negative value %lld",
-                          sym, static_cast<long long>(d));
+        return EMBER_FAIL(ctx, Error::InvalidArgument,
+                          "reshape: symbol %zu has negative value %lld", sym,
+                          static_cast<long long>(d));
       }
     } else if (d == -1) {
       if (infer >= 0) {
@@ -641,8 +649,8 @@ Status concat_shape(const OpAttrs& attrs, const TensorView* inputs, size_t input
                     TensorView* outputs, size_t output_count, Span<const int64_t>,
                     ErrorContext* ctx) {
   const char* op = "concat";
-  EMBER_RETURN_IF_ERROR(check_args(op, inputs, input_count, 1, kMaxKernelArgs - 1, 0, outputs,
-                                   output_count, ctx));
+  EMBER_RETURN_IF_ERROR(
+      check_args(op, inputs, input_count, 1, kMaxKernelArgs - 1, 0, outputs, output_count, ctx));
   const TensorView& x = inputs[0];
   int axis = 0;
   if (x.rank < 1 || !normalize_axis(attrs.axis, x.rank, &axis)) {
@@ -658,8 +666,8 @@ Status concat_shape(const OpAttrs& attrs, const TensorView* inputs, size_t input
     for (int i = 0; ok && i < x.rank; ++i) ok = i == axis || t.dims[i] == x.dims[i];
     if (!ok) {
       return EMBER_FAIL(ctx, Error::InvalidArgument,
-                        "concat: input %zu shape %s does not match input 0 %s except on axis %d",
-                        j, dims_text(t).text, dims_text(x).text, axis);
+                        "concat: input %zu shape %s does not match input 0 %s except on axis %d", j,
+                        dims_text(t).text, dims_text(x).text, axis);
     }
     if (!add_nonneg(dims[axis], t.dims[axis], &dims[axis])) {
       return EMBER_FAIL(ctx, Error::InvalidArgument, "concat: size along axis %d overflows", axis);
@@ -748,8 +756,7 @@ constexpr OpInfo kOpInfos[] = {
     {OpCode::Concat, "concat", AttrKind::Axis, 1, kMaxKernelArgs - 1, 1, concat_shape},
     {OpCode::Slice, "slice", AttrKind::Slice, 1, 1, 1, slice_shape},
 };
-static_assert(sizeof(kOpInfos) / sizeof(kOpInfos[0]) == kOpCodeCount - 1,
-              "one OpInfo per OpCode");
+static_assert(sizeof(kOpInfos) / sizeof(kOpInfos[0]) == kOpCodeCount - 1, "one OpInfo per OpCode");
 
 }  // namespace
 

@@ -1,0 +1,344 @@
+// f32 elementwise kernels: broadcasting add/sub/mul/div and relu/gelu/silu/sigmoid/tanh.
+//
+// Broadcasting: the operands' strides are aligned to the output, size-1 output dims dropped and
+// adjacent dims merged where both operands stay contiguous (or stay broadcast), so a same-shape op
+// is one run, a row broadcast is [rows, cols] with b's stride 0 on rows, and so on. The innermost
+// merged dim is the "run", done with vectors (vector-vector, vector-scalar or scalar-vector); the
+// outer dims are walked with an index counter. Threads take contiguous ranges of (outer, block)
+// units, so every element is computed the same way whatever the thread count.
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "kernels/cpu/elementwise.cc"
+#include "kernels/cpu/hwy_dispatch.h"
+
+#include <cstddef>
+#include <cstdint>
+
+#include "hwy/contrib/math/math-inl.h"
+#include "kernels/cpu/hwy_util-inl.h"
+
+#ifndef EMBER_KERNELS_CPU_ELEMENTWISE_PLAN_
+#define EMBER_KERNELS_CPU_ELEMENTWISE_PLAN_
+#include "kernels/cpu/ops.h"
+#include "kernels/cpu/parallel.h"
+namespace ember::kernels::cpu_detail {
+
+enum class BinaryOp : int { Add, Sub, Mul, Div };
+enum class UnaryOp : int { Relu, GeluErf, GeluTanh, Silu, Sigmoid, Tanh };
+
+constexpr size_t kBlock = 8192;  // elements per work unit along the run
+
+struct BinaryPlan {
+  BinaryOp op;
+  const float* a;
+  const float* b;
+  float* out;
+  int outer_rank;                       // dims outside the run, innermost last
+  int64_t outer_dims[kMaxRank];
+  int64_t a_strides[kMaxRank];          // element strides of the outer dims
+  int64_t b_strides[kMaxRank];
+  int64_t run;                          // length of the innermost run
+  int64_t a_step, b_step;               // 0 or 1 along the run
+  size_t blocks_per_run;
+};
+
+struct UnaryPlan {
+  UnaryOp op;
+  const float* in;
+  float* out;
+  size_t count;
+};
+
+}  // namespace ember::kernels::cpu_detail
+#endif
+
+HWY_BEFORE_NAMESPACE();
+namespace ember::kernels::HWY_NAMESPACE {
+namespace hn = hwy::HWY_NAMESPACE;
+using cpu_detail::BinaryOp;
+using cpu_detail::UnaryOp;
+
+template <BinaryOp kOp, class V>
+HWY_INLINE V Apply2(V a, V b) {
+  if constexpr (kOp == BinaryOp::Add) return hn::Add(a, b);
+  if constexpr (kOp == BinaryOp::Sub) return hn::Sub(a, b);
+  if constexpr (kOp == BinaryOp::Mul) return hn::Mul(a, b);
+  if constexpr (kOp == BinaryOp::Div) return hn::Div(a, b);
+}
+
+// out[i] = a[i*sa] op b[i*sb], sa and sb in {0, 1}.
+template <BinaryOp kOp>
+HWY_INLINE void BinaryRun(const float* HWY_RESTRICT a, int64_t sa, const float* HWY_RESTRICT b,
+                          int64_t sb, float* out, size_t n) {
+  const hn::ScalableTag<float> d;
+  const size_t lanes = hn::Lanes(d);
+  size_t i = 0;
+  if (sa == 1 && sb == 1) {
+    for (; i + lanes <= n; i += lanes) {
+      hn::StoreU(Apply2<kOp>(hn::LoadU(d, a + i), hn::LoadU(d, b + i)), d, out + i);
+    }
+    if (i < n) {
+      StoreTail(d, Apply2<kOp>(LoadTail(d, a + i, n - i), LoadTail(d, b + i, n - i, 1.0f)), out + i,
+                n - i);
+    }
+  } else if (sa == 1) {
+    const auto vb = hn::Set(d, b[0]);
+    for (; i + lanes <= n; i += lanes) hn::StoreU(Apply2<kOp>(hn::LoadU(d, a + i), vb), d, out + i);
+    if (i < n) StoreTail(d, Apply2<kOp>(LoadTail(d, a + i, n - i), vb), out + i, n - i);
+  } else if (sb == 1) {
+    const auto va = hn::Set(d, a[0]);
+    for (; i + lanes <= n; i += lanes) hn::StoreU(Apply2<kOp>(va, hn::LoadU(d, b + i)), d, out + i);
+    if (i < n) StoreTail(d, Apply2<kOp>(va, LoadTail(d, b + i, n - i, 1.0f)), out + i, n - i);
+  } else {
+    const auto v = Apply2<kOp>(hn::Set(d, a[0]), hn::Set(d, b[0]));
+    for (; i + lanes <= n; i += lanes) hn::StoreU(v, d, out + i);
+    if (i < n) StoreTail(d, v, out + i, n - i);
+  }
+}
+
+template <BinaryOp kOp>
+void BinaryUnits(const cpu_detail::BinaryPlan& p, size_t begin, size_t end) {
+  const size_t bpr = p.blocks_per_run;
+  size_t outer = begin / bpr;
+  // Decompose the first outer index; then step the counter.
+  int64_t idx[kMaxRank] = {0};
+  int64_t a_off = 0, b_off = 0;
+  {
+    size_t rem = outer;
+    for (int i = p.outer_rank - 1; i >= 0; --i) {
+      idx[i] = static_cast<int64_t>(rem % static_cast<size_t>(p.outer_dims[i]));
+      rem /= static_cast<size_t>(p.outer_dims[i]);
+      a_off += idx[i] * p.a_strides[i];
+      b_off += idx[i] * p.b_strides[i];
+    }
+  }
+  size_t unit = begin;
+  while (unit < end) {
+    const size_t blk = unit % bpr;
+    const size_t last_blk = (end - outer * bpr) < bpr ? (end - outer * bpr) : bpr;
+    const size_t lo = blk * cpu_detail::kBlock;
+    size_t hi = last_blk * cpu_detail::kBlock;
+    if (hi > static_cast<size_t>(p.run)) hi = static_cast<size_t>(p.run);
+    const int64_t out_off = static_cast<int64_t>(outer) * p.run;
+    BinaryRun<kOp>(p.a + a_off + static_cast<int64_t>(lo) * p.a_step, p.a_step,
+                   p.b + b_off + static_cast<int64_t>(lo) * p.b_step, p.b_step,
+                   p.out + out_off + static_cast<int64_t>(lo), hi - lo);
+    unit = outer * bpr + last_blk;
+    ++outer;
+    for (int i = p.outer_rank - 1; i >= 0; --i) {
+      a_off += p.a_strides[i];
+      b_off += p.b_strides[i];
+      if (++idx[i] < p.outer_dims[i]) break;
+      a_off -= idx[i] * p.a_strides[i];
+      b_off -= idx[i] * p.b_strides[i];
+      idx[i] = 0;
+    }
+  }
+}
+
+void binary_f32_impl(const cpu_detail::BinaryPlan& p, size_t begin, size_t end) {
+  switch (p.op) {
+    case BinaryOp::Add: return BinaryUnits<BinaryOp::Add>(p, begin, end);
+    case BinaryOp::Sub: return BinaryUnits<BinaryOp::Sub>(p, begin, end);
+    case BinaryOp::Mul: return BinaryUnits<BinaryOp::Mul>(p, begin, end);
+    case BinaryOp::Div: return BinaryUnits<BinaryOp::Div>(p, begin, end);
+  }
+}
+
+// erf(x) as x * P(x^2) / Q(x^2) on [-4, 4] (outside, erf is +-1 in f32); Eigen's rational
+// approximation, a few ulp.
+template <class D, class V>
+HWY_INLINE V Erf(D d, V x) {
+  x = hn::Min(hn::Max(x, hn::Set(d, -4.0f)), hn::Set(d, 4.0f));
+  const V x2 = hn::Mul(x, x);
+  V p = hn::Set(d, -2.72614225801306e-10f);
+  p = hn::MulAdd(p, x2, hn::Set(d, 2.77068142495902e-08f));
+  p = hn::MulAdd(p, x2, hn::Set(d, -2.10102402082508e-06f));
+  p = hn::MulAdd(p, x2, hn::Set(d, -5.69250639462346e-05f));
+  p = hn::MulAdd(p, x2, hn::Set(d, -7.34990630326855e-04f));
+  p = hn::MulAdd(p, x2, hn::Set(d, -2.95459980854025e-03f));
+  p = hn::MulAdd(p, x2, hn::Set(d, -1.60960333262415e-02f));
+  p = hn::Mul(p, x);
+  V q = hn::Set(d, -1.45660718464996e-05f);
+  q = hn::MulAdd(q, x2, hn::Set(d, -2.13374055278905e-04f));
+  q = hn::MulAdd(q, x2, hn::Set(d, -1.68282697438203e-03f));
+  q = hn::MulAdd(q, x2, hn::Set(d, -7.37332916720468e-03f));
+  q = hn::MulAdd(q, x2, hn::Set(d, -1.42647390514189e-02f));
+  return hn::Div(p, q);
+}
+
+// 1 / (1 + exp(-x)) without overflow: with e = exp(-|x|), 1/(1+e) for x >= 0, e/(1+e) otherwise.
+template <class D, class V>
+HWY_INLINE V Sigmoid(D d, V x) {
+  const V e = hn::Exp(d, hn::Neg(hn::Abs(x)));
+  const V one = hn::Set(d, 1.0f);
+  const V r = hn::Div(one, hn::Add(one, e));
+  return hn::IfThenElse(hn::Lt(x, hn::Zero(d)), hn::Mul(e, r), r);
+}
+
+template <UnaryOp kOp, class D, class V>
+HWY_INLINE V Apply1(D d, V x) {
+  if constexpr (kOp == UnaryOp::Relu) return hn::Max(x, hn::Zero(d));
+  if constexpr (kOp == UnaryOp::GeluErf) {
+    const V half_x = hn::Mul(x, hn::Set(d, 0.5f));
+    return hn::MulAdd(half_x, Erf(d, hn::Mul(x, hn::Set(d, 0.70710678118654752f))), half_x);
+  }
+  if constexpr (kOp == UnaryOp::GeluTanh) {
+    const V half_x = hn::Mul(x, hn::Set(d, 0.5f));
+    const V x3 = hn::Mul(hn::Mul(x, x), x);
+    const V inner =
+        hn::Mul(hn::Set(d, 0.79788456080286536f), hn::MulAdd(x3, hn::Set(d, 0.044715f), x));
+    return hn::MulAdd(half_x, hn::Tanh(d, inner), half_x);
+  }
+  if constexpr (kOp == UnaryOp::Silu) return hn::Mul(x, Sigmoid(d, x));
+  if constexpr (kOp == UnaryOp::Sigmoid) return Sigmoid(d, x);
+  if constexpr (kOp == UnaryOp::Tanh) return hn::Tanh(d, x);
+}
+
+template <UnaryOp kOp>
+HWY_INLINE void UnaryRun(const float* in, float* out, size_t n) {
+  const hn::ScalableTag<float> d;
+  const size_t lanes = hn::Lanes(d);
+  size_t i = 0;
+  for (; i + lanes <= n; i += lanes) hn::StoreU(Apply1<kOp>(d, hn::LoadU(d, in + i)), d, out + i);
+  if (i < n) StoreTail(d, Apply1<kOp>(d, LoadTail(d, in + i, n - i)), out + i, n - i);
+}
+
+void unary_f32_impl(const cpu_detail::UnaryPlan& p, size_t begin, size_t end) {
+  const float* in = p.in + begin;
+  float* out = p.out + begin;
+  const size_t n = end - begin;
+  switch (p.op) {
+    case UnaryOp::Relu: return UnaryRun<UnaryOp::Relu>(in, out, n);
+    case UnaryOp::GeluErf: return UnaryRun<UnaryOp::GeluErf>(in, out, n);
+    case UnaryOp::GeluTanh: return UnaryRun<UnaryOp::GeluTanh>(in, out, n);
+    case UnaryOp::Silu: return UnaryRun<UnaryOp::Silu>(in, out, n);
+    case UnaryOp::Sigmoid: return UnaryRun<UnaryOp::Sigmoid>(in, out, n);
+    case UnaryOp::Tanh: return UnaryRun<UnaryOp::Tanh>(in, out, n);
+  }
+}
+
+}  // namespace ember::kernels::HWY_NAMESPACE
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+namespace ember::kernels {
+EMBER_HWY_EXPORT(binary_f32_impl);
+EMBER_HWY_EXPORT(unary_f32_impl);
+
+namespace cpu_detail {
+namespace {
+
+constexpr double kMinParallelElements = 1 << 15;
+
+void binary_units(const void* plan, size_t begin, size_t end) {
+  EMBER_HWY_DISPATCH(binary_f32_impl)(*static_cast<const BinaryPlan*>(plan), begin, end);
+}
+void unary_units(const void* plan, size_t begin, size_t end) {
+  const UnaryPlan& p = *static_cast<const UnaryPlan*>(plan);
+  EMBER_HWY_DISPATCH(unary_f32_impl)(p, begin * kBlock,
+                                      end * kBlock < p.count ? end * kBlock : p.count);
+}
+
+void run_binary(KernelContext& ctx, BinaryOp op, const TensorView& a, const TensorView& b,
+                TensorView& out) {
+  const int rank = out.rank;
+  // Aligned element strides (0 where broadcast), innermost last.
+  int64_t dims[kMaxRank], sa[kMaxRank], sb[kMaxRank];
+  int64_t stride_a = 1, stride_b = 1;
+  for (int i = rank - 1; i >= 0; --i) {
+    const int ia = i - (rank - a.rank), ib = i - (rank - b.rank);
+    const int64_t da = ia >= 0 ? a.dims[ia] : 1, db = ib >= 0 ? b.dims[ib] : 1;
+    dims[i] = out.dims[i];
+    sa[i] = (da == 1) ? 0 : stride_a;
+    sb[i] = (db == 1) ? 0 : stride_b;
+    stride_a *= da;
+    stride_b *= db;
+  }
+  // Collapse from the innermost dim outwards: drop size-1 dims, merge where strides chain.
+  int64_t cd[kMaxRank], ca[kMaxRank], cb[kMaxRank];
+  int n = 0;  // collapsed dims, stored innermost first
+  for (int i = rank - 1; i >= 0; --i) {
+    if (dims[i] == 1) continue;
+    if (dims[i] == 0) return;  // empty output
+    if (n > 0 && sa[i] == ca[n - 1] * cd[n - 1] && sb[i] == cb[n - 1] * cd[n - 1]) {
+      cd[n - 1] *= dims[i];
+      continue;
+    }
+    cd[n] = dims[i];
+    ca[n] = sa[i];
+    cb[n] = sb[i];
+    ++n;
+  }
+  BinaryPlan plan{};
+  plan.op = op;
+  plan.a = a.data_as<const float>();
+  plan.b = b.data_as<const float>();
+  plan.out = out.data_as<float>();
+  if (n == 0) {  // every dim is 1 (or rank 0): one element
+    plan.outer_rank = 0;
+    plan.run = 1;
+    plan.a_step = plan.b_step = 0;
+  } else {
+    plan.run = cd[0];
+    plan.a_step = ca[0];
+    plan.b_step = cb[0];
+    plan.outer_rank = n - 1;
+    for (int k = 1; k < n; ++k) {  // outer dims, innermost last
+      plan.outer_dims[n - 1 - k] = cd[k];
+      plan.a_strides[n - 1 - k] = ca[k];
+      plan.b_strides[n - 1 - k] = cb[k];
+    }
+  }
+  // A run that is a stride-1 ... stride-0 mix needs steps in {0, 1}; merged runs always are.
+  plan.blocks_per_run = (static_cast<size_t>(plan.run) + kBlock - 1) / kBlock;
+  size_t outer = 1;
+  for (int k = 0; k < plan.outer_rank; ++k) outer *= static_cast<size_t>(plan.outer_dims[k]);
+  run_units(ctx.pool, outer * plan.blocks_per_run, double(out.numel()), kMinParallelElements, &plan,
+            binary_units, 64);
+}
+
+void run_unary(KernelContext& ctx, UnaryOp op, const TensorView& in, TensorView& out) {
+  UnaryPlan plan{op, in.data_as<const float>(), out.data_as<float>(), static_cast<size_t>(in.numel())};
+  run_units(ctx.pool, (plan.count + kBlock - 1) / kBlock, double(plan.count), kMinParallelElements,
+            &plan, unary_units, 64);
+}
+
+}  // namespace
+}  // namespace cpu_detail
+
+namespace cpu {
+using cpu_detail::BinaryOp;
+using cpu_detail::UnaryOp;
+
+#define EMBER_CPU_BINARY(name, op)                                                         \
+  void name(KernelContext& ctx, const OpAttrs&, const TensorView* inputs, size_t,         \
+            TensorView* outputs, size_t) {                                                 \
+    cpu_detail::run_binary(ctx, op, inputs[0], inputs[1], outputs[0]);                     \
+  }
+EMBER_CPU_BINARY(add, BinaryOp::Add)
+EMBER_CPU_BINARY(sub, BinaryOp::Sub)
+EMBER_CPU_BINARY(mul, BinaryOp::Mul)
+EMBER_CPU_BINARY(div, BinaryOp::Div)
+#undef EMBER_CPU_BINARY
+
+#define EMBER_CPU_UNARY(name, op)                                                          \
+  void name(KernelContext& ctx, const OpAttrs&, const TensorView* inputs, size_t,         \
+            TensorView* outputs, size_t) {                                                 \
+    cpu_detail::run_unary(ctx, op, inputs[0], outputs[0]);                                 \
+  }
+EMBER_CPU_UNARY(relu, UnaryOp::Relu)
+EMBER_CPU_UNARY(silu, UnaryOp::Silu)
+EMBER_CPU_UNARY(sigmoid, UnaryOp::Sigmoid)
+EMBER_CPU_UNARY(tanh, UnaryOp::Tanh)
+#undef EMBER_CPU_UNARY
+
+void gelu(KernelContext& ctx, const OpAttrs& attrs, const TensorView* inputs, size_t,
+          TensorView* outputs, size_t) {
+  cpu_detail::run_unary(ctx, attrs.gelu_approx == GeluApprox::Tanh ? UnaryOp::GeluTanh
+                                                                     : UnaryOp::GeluErf,
+                        inputs[0], outputs[0]);
+}
+
+}  // namespace cpu
+}  // namespace ember::kernels
+#endif  // HWY_ONCE

@@ -1,0 +1,49 @@
+// Op-level Highway kernels (library "cpu"). Each has the KernelFn signature (runtime/kernel/kernel.h)
+// and the semantics of its kernels/reference twin; shapes were set and validated by the op's shape
+// function. None of them allocates, throws or fails. Large ops split work over ctx.pool by output
+// rows / channels / N, never over a reduction axis, so results are bitwise identical for any thread
+// count; GEMM and convolution also give each output element the same computation whatever M or the
+// batch is (batch invariance). None of them uses ctx.scratch (cpu_scratch_bytes() returns 0).
+#pragma once
+
+#include <cstddef>
+
+#include "runtime/kernel/kernel.h"
+
+namespace ember::kernels::cpu {
+
+#define EMBER_CPU_KERNEL(name)                                                            \
+  void name(KernelContext& ctx, const OpAttrs& attrs, const TensorView* inputs,          \
+            size_t input_count, TensorView* outputs, size_t output_count)
+
+// f32, numpy broadcasting; out may alias an input of the same shape.
+EMBER_CPU_KERNEL(add);
+EMBER_CPU_KERNEL(sub);
+EMBER_CPU_KERNEL(mul);
+EMBER_CPU_KERNEL(div);
+// f32 elementwise; out may alias the input.
+EMBER_CPU_KERNEL(relu);
+EMBER_CPU_KERNEL(gelu);
+EMBER_CPU_KERNEL(silu);
+EMBER_CPU_KERNEL(sigmoid);
+EMBER_CPU_KERNEL(tanh);
+// f32 GEMMs (gemm.cc).
+EMBER_CPU_KERNEL(matmul);
+EMBER_CPU_KERNEL(linear);
+// f32 NCHW (conv.cc, pool.cc).
+EMBER_CPU_KERNEL(conv2d);
+EMBER_CPU_KERNEL(max_pool2d);
+EMBER_CPU_KERNEL(avg_pool2d);
+EMBER_CPU_KERNEL(global_avg_pool2d);
+// f32 (norm.cc).
+EMBER_CPU_KERNEL(softmax);
+EMBER_CPU_KERNEL(layer_norm);
+// Any dtype of 8 bits or more; bytes are moved, never interpreted (movement.cc).
+EMBER_CPU_KERNEL(reshape);
+EMBER_CPU_KERNEL(transpose);
+EMBER_CPU_KERNEL(concat);
+EMBER_CPU_KERNEL(slice);
+
+#undef EMBER_CPU_KERNEL
+
+}  // namespace ember::kernels::cpu

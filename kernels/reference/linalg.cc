@@ -1,0 +1,66 @@
+// matmul and linear reference kernels (f32, dot products accumulated in double).
+#include "kernels/reference/internal.h"
+#include "kernels/reference/ops.h"
+
+namespace ember::kernels::reference {
+
+// [.., M, K] x [.., K, N] -> [.., M, N]; the batch dims broadcast (numpy).
+void matmul(KernelContext&, const OpAttrs&, const TensorView* inputs, size_t, TensorView* outputs,
+            size_t) {
+  const TensorView& a = inputs[0];
+  const TensorView& b = inputs[1];
+  TensorView& out = outputs[0];
+  const int64_t m = a.dims[a.rank - 2], k = a.dims[a.rank - 1], n = b.dims[b.rank - 1];
+  const int batch_rank = out.rank - 2;
+  // Batch strides in units of whole matrices.
+  int64_t sa[kMaxRank], sb[kMaxRank];
+  internal::broadcast_strides(a.dims, a.rank - 2, batch_rank, sa);
+  internal::broadcast_strides(b.dims, b.rank - 2, batch_rank, sb);
+  internal::Odometer it;
+  it.rank = batch_rank;
+  it.dims = out.dims;
+  it.strides[0] = sa;
+  it.strides[1] = sb;
+  const float* pa = a.data_as<const float>();
+  const float* pb = b.data_as<const float>();
+  float* po = out.data_as<float>();
+  const int64_t batches = internal::product(out.dims, 0, batch_rank);
+  for (int64_t bi = 0; bi < batches; ++bi, it.next()) {
+    const float* ma = pa + it.offset[0] * m * k;
+    const float* mb = pb + it.offset[1] * k * n;
+    float* mo = po + bi * m * n;
+    for (int64_t i = 0; i < m; ++i) {
+      for (int64_t j = 0; j < n; ++j) {
+        double acc = 0.0;
+        for (int64_t p = 0; p < k; ++p) {
+          acc += static_cast<double>(ma[i * k + p]) * static_cast<double>(mb[p * n + j]);
+        }
+        mo[i * n + j] = static_cast<float>(acc);
+      }
+    }
+  }
+}
+
+// y[.., n] = sum_k x[.., k] w[n, k] + b[n].
+void linear(KernelContext&, const OpAttrs&, const TensorView* inputs, size_t input_count,
+            TensorView* outputs, size_t) {
+  const TensorView& x = inputs[0];
+  const TensorView& w = inputs[1];
+  const float* bias = input_count > 2 ? inputs[2].data_as<const float>() : nullptr;
+  const int64_t k = w.dims[1], n = w.dims[0];
+  const int64_t rows = internal::product(x.dims, 0, x.rank - 1);
+  const float* px = x.data_as<const float>();
+  const float* pw = w.data_as<const float>();
+  float* po = outputs[0].data_as<float>();
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t j = 0; j < n; ++j) {
+      double acc = bias != nullptr ? static_cast<double>(bias[j]) : 0.0;
+      for (int64_t p = 0; p < k; ++p) {
+        acc += static_cast<double>(px[r * k + p]) * static_cast<double>(pw[j * k + p]);
+      }
+      po[r * n + j] = static_cast<float>(acc);
+    }
+  }
+}
+
+}  // namespace ember::kernels::reference

@@ -1,0 +1,196 @@
+// kernels/cpu pooling and movement ops against their reference twins on every target.
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "kernels/cpu/ops.h"
+#include "kernels/cpu/register.h"
+#include "kernels/reference/ops.h"
+#include "kernels/reference/register.h"
+#include "runtime/kernel/kernel_registry.h"
+#include "tests/kernels/cpu/test_util.h"
+
+namespace ember::kernels::cpu_test {
+namespace {
+
+namespace ref = ::ember::kernels::reference;
+
+struct PoolCase {
+  const char* name;
+  int64_t n, c, h, w;
+  int32_t kernel[2], stride[2], padding[4], dilation[2];
+  bool ceil_mode, count_include_pad;
+};
+
+const PoolCase kPoolCases[] = {
+    {"2x2 s2", 1, 3, 8, 40, {2, 2}, {2, 2}, {0, 0, 0, 0}, {1, 1}, false, false},
+    {"3x3 s1 pad1", 2, 2, 9, 37, {3, 3}, {1, 1}, {1, 1, 1, 1}, {1, 1}, false, false},
+    {"3x3 s1 pad1 incl", 2, 2, 9, 37, {3, 3}, {1, 1}, {1, 1, 1, 1}, {1, 1}, false, true},
+    {"3x3 s2 pad1 ceil", 1, 4, 14, 33, {3, 3}, {2, 2}, {1, 1, 1, 1}, {1, 1}, true, false},
+    {"3x3 s2 pad1 ceil incl", 1, 4, 14, 33, {3, 3}, {2, 2}, {1, 1, 1, 1}, {1, 1}, true, true},
+    {"2x2 s2 ceil odd", 1, 2, 7, 35, {2, 2}, {2, 2}, {0, 0, 0, 0}, {1, 1}, true, false},
+    {"asym pad", 1, 2, 10, 21, {3, 2}, {1, 1}, {1, 0, 0, 1}, {1, 1}, false, true},
+    {"dilation2", 1, 2, 12, 40, {3, 3}, {1, 1}, {2, 2, 2, 2}, {2, 2}, false, false},
+    {"narrow", 1, 2, 5, 3, {2, 2}, {1, 1}, {1, 1, 1, 1}, {1, 1}, true, false},
+    {"resnet stem", 1, 8, 56, 56, {3, 3}, {2, 2}, {1, 1, 1, 1}, {1, 1}, false, false},
+    {"1x1", 1, 3, 4, 19, {1, 1}, {1, 1}, {0, 0, 0, 0}, {1, 1}, false, false},
+};
+
+using PoolTest = TargetTest;
+EMBER_INSTANTIATE_TARGETS(PoolTest);
+
+TEST_P(PoolTest, MaxAndAvg) {
+  for (const PoolCase& c : kPoolCases) {
+    OpAttrs attrs;
+    attrs.kind = AttrKind::Pool2d;
+    for (int i = 0; i < 2; ++i) {
+      attrs.kernel[i] = c.kernel[i];
+      attrs.stride[i] = c.stride[i];
+      attrs.dilation[i] = c.dilation[i];
+    }
+    for (int i = 0; i < 4; ++i) attrs.padding[i] = c.padding[i];
+    attrs.ceil_mode = c.ceil_mode;
+    attrs.count_include_pad = c.count_include_pad;
+    Tensor x = Random({c.n, c.c, c.h, c.w}, 51, -4.0f, 4.0f);
+    SCOPED_TRACE(c.name);
+    CheckTwin(OpCode::MaxPool2d, cpu::max_pool2d, ref::max_pool2d, attrs, {x.view}, kExact);
+    if (c.dilation[0] == 1 && c.dilation[1] == 1) {
+      CheckTwin(OpCode::AvgPool2d, cpu::avg_pool2d, ref::avg_pool2d, attrs, {x.view},
+                Tolerance{1e-6f, 1e-5f});
+    }
+  }
+}
+
+TEST_P(PoolTest, MaxPoolPropagatesNaN) {
+  OpAttrs attrs;
+  attrs.kind = AttrKind::Pool2d;
+  attrs.kernel[0] = attrs.kernel[1] = 2;
+  attrs.stride[0] = attrs.stride[1] = 1;
+  Tensor x = Random({1, 1, 4, 40}, 52);
+  x.f()[45] = std::numeric_limits<float>::quiet_NaN();
+  x.f()[0] = std::numeric_limits<float>::quiet_NaN();
+  CheckTwin(OpCode::MaxPool2d, cpu::max_pool2d, ref::max_pool2d, attrs, {x.view}, kExact);
+}
+
+TEST_P(PoolTest, GlobalAverage) {
+  const std::vector<std::vector<int64_t>> shapes = {
+      {1, 1, 1, 1}, {2, 3, 7, 7}, {1, 5, 33, 35}, {1, 4, 1, 17}, {2, 64, 4, 4}, {1, 2, 100, 100},
+      {0, 3, 4, 4},
+  };
+  for (const auto& s : shapes) {
+    Tensor x = Random(s, 53, -2.0f, 3.0f);
+    SCOPED_TRACE(DimsText(x.view));
+    CheckTwin(OpCode::GlobalAvgPool2d, cpu::global_avg_pool2d, ref::global_avg_pool2d, OpAttrs{},
+              {x.view}, Tolerance{1e-6f, 1e-5f});
+  }
+}
+
+// Element sizes 1, 2, 4 and 8 bytes: movement ops are byte-exact.
+const ScalarType kDtypes[] = {ScalarType::U8, ScalarType::F16, ScalarType::F32, ScalarType::I64,
+                              ScalarType::Bool, ScalarType::F8E4M3FN};
+
+using MovementTest = TargetTest;
+EMBER_INSTANTIATE_TARGETS(MovementTest);
+
+TEST_P(MovementTest, Reshape) {
+  for (ScalarType t : kDtypes) {
+    Tensor x = RandomBytes(t, {3, 4, 5}, 61);
+    OpAttrs attrs;
+    attrs.kind = AttrKind::Reshape;
+    attrs.count = 2;
+    attrs.shape[0] = 12;
+    attrs.shape[1] = -1;
+    CheckTwin(OpCode::Reshape, cpu::reshape, ref::reshape, attrs, {x.view}, kExact);
+  }
+}
+
+TEST_P(MovementTest, Transpose) {
+  const std::vector<std::pair<std::vector<int64_t>, std::vector<int32_t>>> cases = {
+      {{37, 53}, {1, 0}},          {{1, 5}, {1, 0}},           {{64, 64}, {1, 0}},
+      {{3, 4, 5}, {0, 2, 1}},      {{3, 4, 5}, {2, 0, 1}},     {{3, 4, 5}, {1, 0, 2}},
+      {{3, 4, 5}, {0, 1, 2}},      {{2, 3, 4, 5}, {0, 2, 3, 1}}, {{2, 1, 4, 1}, {3, 2, 1, 0}},
+      {{2, 3, 4, 5, 6}, {4, 2, 0, 3, 1}}, {{5, 0, 3}, {2, 1, 0}}, {{7}, {0}},
+      {{33, 2, 40}, {2, 1, 0}},    {{8, 100, 3}, {0, 2, 1}},
+  };
+  for (ScalarType t : kDtypes) {
+    for (const auto& [dims, perm] : cases) {
+      Tensor x = RandomBytes(t, dims, 62);
+      OpAttrs attrs;
+      attrs.kind = AttrKind::Permute;
+      attrs.count = static_cast<uint8_t>(perm.size());
+      for (size_t i = 0; i < perm.size(); ++i) attrs.perm[i] = perm[i];
+      SCOPED_TRACE(testing::Message() << to_string(t) << " " << DimsText(x.view));
+      CheckTwin(OpCode::Transpose, cpu::transpose, ref::transpose, attrs, {x.view}, kExact);
+    }
+  }
+}
+
+TEST_P(MovementTest, Concat) {
+  for (ScalarType t : kDtypes) {
+    for (int axis : {0, 1, 2, -1, -3}) {
+      std::vector<int64_t> d0 = {2, 3, 5}, d1 = d0, d2 = d0;
+      const int a = axis < 0 ? axis + 3 : axis;
+      d0[a] = 1, d1[a] = 4, d2[a] = 0;
+      Tensor x0 = RandomBytes(t, d0, 63), x1 = RandomBytes(t, d1, 64), x2 = RandomBytes(t, d2, 65),
+             x3 = RandomBytes(t, d1, 66);
+      OpAttrs attrs;
+      attrs.kind = AttrKind::Axis;
+      attrs.axis = axis;
+      SCOPED_TRACE(testing::Message() << to_string(t) << " axis " << axis);
+      CheckTwin(OpCode::Concat, cpu::concat, ref::concat, attrs, {x0.view, x1.view, x2.view, x3.view},
+                kExact);
+      CheckTwin(OpCode::Concat, cpu::concat, ref::concat, attrs, {x1.view}, kExact);
+    }
+  }
+}
+
+TEST_P(MovementTest, Slice) {
+  struct SliceCase {
+    std::vector<int64_t> dims;
+    std::vector<int32_t> axes;
+    std::vector<int64_t> starts, ends, steps;
+  };
+  const int64_t kBig = std::numeric_limits<int64_t>::max();
+  const std::vector<SliceCase> cases = {
+      {{10, 20}, {1}, {2}, {15}, {1}},
+      {{10, 20}, {0, 1}, {1, 3}, {9, 20}, {2, 3}},
+      {{10, 20}, {-1}, {-1}, {-kBig}, {-1}},
+      {{10, 20}, {0}, {-3}, {kBig}, {1}},
+      {{4, 5, 6}, {2, 0}, {5, 3}, {0, -kBig}, {-2, -1}},
+      {{4, 5, 6}, {1}, {7}, {9}, {1}},
+      {{4, 5, 6}, {}, {}, {}, {}},
+      {{3, 40, 7}, {1}, {1}, {39}, {1}},
+      {{3, 40, 7}, {2}, {0}, {7}, {3}},
+  };
+  for (ScalarType t : kDtypes) {
+    for (const SliceCase& c : cases) {
+      Tensor x = RandomBytes(t, c.dims, 67);
+      OpAttrs attrs;
+      attrs.kind = AttrKind::Slice;
+      attrs.count = static_cast<uint8_t>(c.axes.size());
+      for (size_t i = 0; i < c.axes.size(); ++i) {
+        attrs.axes[i] = c.axes[i];
+        attrs.starts[i] = c.starts[i];
+        attrs.ends[i] = c.ends[i];
+        attrs.steps[i] = c.steps[i];
+      }
+      SCOPED_TRACE(testing::Message() << to_string(t) << " " << DimsText(x.view));
+      CheckTwin(OpCode::Slice, cpu::slice, ref::slice, attrs, {x.view}, kExact);
+    }
+  }
+}
+
+TEST(CpuRegisterTest, RegistersEveryKeyOnceAndReferenceFillsNothingMore) {
+  static KernelRegistry registry;
+  ASSERT_TRUE(register_cpu_kernels(registry).is_ok());
+  const size_t cpu_count = registry.size();
+  EXPECT_EQ(cpu_count, 10u + 6u + 4u + 7u + 13u * (3u + 15u));
+  ASSERT_TRUE(register_reference_kernels(registry, /*only_missing=*/true).is_ok());
+  EXPECT_EQ(registry.size(), cpu_count) << "a reference key has no cpu kernel";
+  EXPECT_FALSE(register_cpu_kernels(registry).is_ok());  // duplicates
+  for (size_t i = 0; i < registry.size(); ++i) EXPECT_STREQ(registry.entry(i).library, "cpu");
+  EXPECT_EQ(cpu_scratch_bytes(OpCode::Linear, OpAttrs{}, nullptr, 0, nullptr, 0), 0u);
+}
+
+}  // namespace
+}  // namespace ember::kernels::cpu_test

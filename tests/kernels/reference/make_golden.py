@@ -1,0 +1,415 @@
+#!/usr/bin/python3
+"""Golden data for the reference kernels (kernels/reference/), computed with numpy in float64.
+
+Writes <case>.in<i>.npy / <case>.out.npy and manifest.txt into tests/data/golden/. Run with
+Debian's /usr/bin/python3 (numpy 1.24); fixed seeds, so a rerun rewrites identical bytes:
+
+    /usr/bin/python3 tests/kernels/reference/make_golden.py
+
+manifest.txt: one case per line, space-separated key=value tokens:
+    name=<case> op=<op> inputs=<f0>,<f1>|-,... output=<f> rtol=<r> atol=<a> [attributes]
+'-' is an absent optional input. Attributes (lists comma-separated): axis, epsilon,
+approx (none|tanh), kernel, stride, padding (top,left,bottom,right), dilation, groups, ceil_mode,
+count_include_pad, shape, shape_sym, symbols, perm, axes, starts, ends, steps. rtol=0 atol=0 means
+bytes must match exactly.
+
+The conv and pool references below follow PyTorch's definitions and are written independently of
+the C++ kernels.
+"""
+
+import math
+import os
+import sys
+
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+OUT_DIR = os.path.normpath(os.path.join(HERE, "..", "..", "data", "golden"))
+
+F32_TOL = (1e-5, 1e-6)
+EXACT = (0.0, 0.0)
+INT64_MAX = 2**63 - 1
+INT64_MIN = -(2**63)
+
+cases = []  # manifest lines
+
+
+def rng(seed):
+    return np.random.default_rng(seed)
+
+
+def randn(r, *shape):
+    return r.standard_normal(shape).astype(np.float32)
+
+
+def fmt_value(v):
+    if isinstance(v, bool):
+        return "1" if v else "0"
+    if isinstance(v, (list, tuple)):
+        return ",".join(fmt_value(x) for x in v)
+    if isinstance(v, float):
+        return repr(v)
+    return str(v)
+
+
+def c_order(x):
+    # np.save writes Fortran-ordered arrays as such; ascontiguousarray would turn 0-d into 1-d.
+    return np.array(x, order="C", copy=True)
+
+
+def add_case(name, op, inputs, output, tol=F32_TOL, **attrs):
+    names = []
+    for i, x in enumerate(inputs):
+        if x is None:
+            names.append("-")
+            continue
+        fname = f"{name}.in{i}.npy"
+        np.save(os.path.join(OUT_DIR, fname), c_order(x))
+        names.append(fname)
+    out_name = f"{name}.out.npy"
+    np.save(os.path.join(OUT_DIR, out_name), c_order(output))
+    tokens = [f"name={name}", f"op={op}", "inputs=" + ",".join(names), f"output={out_name}",
+              f"rtol={tol[0]!r}", f"atol={tol[1]!r}"]
+    for key in sorted(attrs):
+        tokens.append(f"{key}={fmt_value(attrs[key])}")
+    cases.append(" ".join(tokens))
+
+
+def f32(x):
+    return np.asarray(x, dtype=np.float64).astype(np.float32)
+
+
+def d(x):
+    return np.asarray(x, dtype=np.float64)
+
+
+# ---- elementwise --------------------------------------------------------------------------------
+
+def gen_elementwise():
+    r = rng(1)
+    a, b = randn(r, 2, 3, 5), randn(r, 2, 3, 5)
+    add_case("add_same", "add", [a, b], f32(d(a) + d(b)))
+    a, b = randn(r, 4, 1, 3), randn(r, 5, 1)
+    add_case("add_broadcast", "add", [a, b], f32(d(a) + d(b)))
+    a, b = randn(r, 3, 7), np.array(1.5, dtype=np.float32)
+    add_case("sub_scalar", "sub", [a, b], f32(d(a) - d(b)))
+    a, b = randn(r, 1, 4), randn(r, 3, 1)
+    add_case("sub_broadcast_both", "sub", [a, b], f32(d(a) - d(b)))
+    a, b = randn(r, 2, 1, 4, 1), randn(r, 3, 1, 5)
+    add_case("mul_broadcast_rank", "mul", [a, b], f32(d(a) * d(b)))
+    a = randn(r, 3, 4)
+    b = (r.uniform(0.5, 2.0, (4,)) * r.choice([-1.0, 1.0], (4,))).astype(np.float32)
+    add_case("div_broadcast", "div", [a, b], f32(d(a) / d(b)))
+    a = randn(r, 0, 3)
+    b = randn(r, 3)
+    add_case("add_empty", "add", [a, b], f32(d(a) + d(b)))
+
+    x = (randn(r, 37) * 3).astype(np.float32)
+    add_case("relu_odd", "relu", [x], f32(np.maximum(d(x), 0.0)))
+    x = (randn(r, 2, 17) * 4).astype(np.float32)
+    add_case("sigmoid", "sigmoid", [x], f32(1.0 / (1.0 + np.exp(-d(x)))))
+    add_case("silu", "silu", [x], f32(d(x) / (1.0 + np.exp(-d(x)))))
+    add_case("tanh", "tanh", [x], f32(np.tanh(d(x))))
+    x = (randn(r, 3, 11) * 3).astype(np.float32)
+    erf = np.vectorize(math.erf)
+    add_case("gelu_erf", "gelu", [x], f32(0.5 * d(x) * (1.0 + erf(d(x) / math.sqrt(2.0)))),
+             approx="none")
+    k = math.sqrt(2.0 / math.pi)
+    xd = d(x)
+    add_case("gelu_tanh", "gelu", [x], f32(0.5 * xd * (1.0 + np.tanh(k * (xd + 0.044715 * xd**3)))),
+             approx="tanh")
+
+
+# ---- matmul / linear ----------------------------------------------------------------------------
+
+def gen_linalg():
+    r = rng(2)
+    a, b = randn(r, 5, 7), randn(r, 7, 3)
+    add_case("matmul_2d", "matmul", [a, b], f32(d(a) @ d(b)))
+    a, b = randn(r, 2, 3, 4, 5), randn(r, 2, 3, 5, 6)
+    add_case("matmul_batched", "matmul", [a, b], f32(d(a) @ d(b)))
+    a, b = randn(r, 2, 1, 3, 4), randn(r, 5, 4, 2)
+    add_case("matmul_broadcast", "matmul", [a, b], f32(d(a) @ d(b)))
+    a, b = randn(r, 1, 9), randn(r, 9, 1)
+    add_case("matmul_vector_like", "matmul", [a, b], f32(d(a) @ d(b)))
+
+    x, w, bias = randn(r, 3, 4, 7), randn(r, 5, 7), randn(r, 5)
+    add_case("linear_bias", "linear", [x, w, bias], f32(d(x) @ d(w).T + d(bias)))
+    x, w = randn(r, 6, 9), randn(r, 4, 9)
+    add_case("linear_absent_bias", "linear", [x, w, None], f32(d(x) @ d(w).T))
+    x, w = randn(r, 13), randn(r, 3, 13)
+    add_case("linear_two_inputs", "linear", [x, w], f32(d(x) @ d(w).T))
+
+
+# ---- conv / pool (PyTorch semantics) ------------------------------------------------------------
+
+def conv2d_ref(x, w, b, stride, padding, dilation, groups):
+    x, w = d(x), d(w)
+    n, c, h, wd = x.shape
+    o, cg, kh, kw = w.shape
+    pt, pl, pb, pr = padding
+    sh, sw = stride
+    dh, dw = dilation
+    xp = np.pad(x, ((0, 0), (0, 0), (pt, pb), (pl, pr)))
+    oh = (h + pt + pb - dh * (kh - 1) - 1) // sh + 1
+    ow = (wd + pl + pr - dw * (kw - 1) - 1) // sw + 1
+    og = o // groups
+    out = np.zeros((n, o, oh, ow))
+    for g in range(groups):
+        xg = xp[:, g * cg:(g + 1) * cg]
+        wg = w[g * og:(g + 1) * og]
+        for y in range(oh):
+            ys = y * sh + np.arange(kh) * dh
+            for xo in range(ow):
+                xs = xo * sw + np.arange(kw) * dw
+                patch = xg[:, :, ys][:, :, :, xs]  # n, cg, kh, kw
+                out[:, g * og:(g + 1) * og, y, xo] = np.einsum("nckl,ockl->no", patch, wg)
+    if b is not None:
+        out += d(b)[None, :, None, None]
+    return f32(out)
+
+
+def pool_out_size(size, k, s, d_, pad_begin, pad_end, ceil_mode):
+    # torch/aten pooling_output_shape, in Python's floor division.
+    out = (size + pad_begin + pad_end - d_ * (k - 1) - 1 + (s - 1 if ceil_mode else 0)) // s + 1
+    if ceil_mode and (out - 1) * s >= size + pad_begin:
+        out -= 1
+    return out
+
+
+def pool_ref(x, kind, kernel, stride, padding, dilation, ceil_mode, count_include_pad=False):
+    x = d(x)
+    n, c, h, w = x.shape
+    kh, kw = kernel
+    sh, sw = stride
+    dh, dw = dilation
+    pt, pl, pb, pr = padding
+    oh = pool_out_size(h, kh, sh, dh, pt, pb, ceil_mode)
+    ow = pool_out_size(w, kw, sw, dw, pl, pr, ceil_mode)
+    assert oh >= 1 and ow >= 1
+    out = np.zeros((n, c, oh, ow))
+    for y in range(oh):
+        for xo in range(ow):
+            iy = y * sh - pt + np.arange(kh) * dh
+            ix = xo * sw - pl + np.arange(kw) * dw
+            vy = iy[(iy >= 0) & (iy < h)]
+            vx = ix[(ix >= 0) & (ix < w)]
+            window = x[:, :, vy][:, :, :, vx]
+            if kind == "max":
+                out[:, :, y, xo] = window.max(axis=(2, 3))
+            else:
+                if count_include_pad:
+                    # Taps inside the padded extent; ceil_mode windows may overhang it.
+                    divisor = int(np.sum(iy < h + pb)) * int(np.sum(ix < w + pr))
+                else:
+                    divisor = len(vy) * len(vx)
+                out[:, :, y, xo] = window.sum(axis=(2, 3)) / divisor
+    return f32(out)
+
+
+def gen_conv_pool():
+    r = rng(3)
+
+    def conv(name, xs, ws, bias, stride=(1, 1), padding=(0, 0, 0, 0), dilation=(1, 1), groups=1):
+        x, w = randn(r, *xs), randn(r, *ws)
+        b = randn(r, ws[0]) if bias else None
+        inputs = [x, w] + ([b] if bias else [None])
+        add_case(name, "conv2d", inputs, conv2d_ref(x, w, b, stride, padding, dilation, groups),
+                 stride=stride, padding=padding, dilation=dilation, groups=groups)
+
+    conv("conv_basic", (1, 3, 8, 8), (4, 3, 3, 3), True, padding=(1, 1, 1, 1))
+    conv("conv_stride_asym_pad", (2, 2, 9, 7), (3, 2, 3, 2), False, stride=(2, 3),
+         padding=(1, 0, 2, 1))
+    conv("conv_dilation", (1, 2, 10, 9), (2, 2, 3, 3), True, padding=(2, 1, 2, 1),
+         dilation=(2, 3))
+    conv("conv_groups", (1, 4, 6, 6), (6, 2, 3, 3), True, stride=(2, 2), padding=(1, 1, 1, 1),
+         groups=2)
+    conv("conv_depthwise", (2, 3, 7, 5), (3, 1, 3, 3), False, padding=(1, 1, 1, 1), groups=3)
+    conv("conv_pointwise", (1, 5, 3, 4), (7, 5, 1, 1), True)
+    # Stride larger than the kernel, odd sizes.
+    conv("conv_stride_gt_kernel", (1, 1, 11, 13), (2, 1, 2, 2), True, stride=(3, 4))
+
+    def pool(name, kind, xs, kernel, stride, padding=(0, 0, 0, 0), dilation=(1, 1),
+             ceil_mode=False, count_include_pad=False):
+        x = randn(r, *xs)
+        op = "max_pool2d" if kind == "max" else "avg_pool2d"
+        add_case(name, op, [x],
+                 pool_ref(x, kind, kernel, stride, padding, dilation, ceil_mode, count_include_pad),
+                 kernel=kernel, stride=stride, padding=padding, dilation=dilation,
+                 ceil_mode=ceil_mode, count_include_pad=count_include_pad)
+
+    pool("maxpool_basic", "max", (1, 2, 6, 6), (2, 2), (2, 2))
+    pool("maxpool_ceil", "max", (1, 2, 7, 7), (3, 3), (2, 2), ceil_mode=True)
+    pool("maxpool_pad_dilation", "max", (2, 1, 9, 8), (3, 2), (2, 1), padding=(1, 1, 1, 0),
+         dilation=(2, 1))
+    # in 5, k 2, s 2, pad 1, ceil: the 4th window would start in the right padding, so 3 outputs.
+    pool("maxpool_ceil_drops_last", "max", (1, 1, 5, 5), (2, 2), (2, 2), padding=(1, 1, 1, 1),
+         ceil_mode=True)
+    pool("avgpool_basic", "avg", (1, 2, 6, 6), (2, 2), (2, 2))
+    pool("avgpool_pad_include", "avg", (1, 2, 7, 7), (3, 3), (2, 2), padding=(1, 1, 1, 1),
+         count_include_pad=True)
+    pool("avgpool_pad_exclude", "avg", (1, 2, 7, 7), (3, 3), (2, 2), padding=(1, 1, 1, 1),
+         count_include_pad=False)
+    pool("avgpool_ceil_include", "avg", (2, 1, 6, 6), (3, 3), (2, 2), padding=(1, 1, 1, 1),
+         ceil_mode=True, count_include_pad=True)
+    pool("avgpool_ceil_exclude", "avg", (2, 1, 6, 6), (3, 3), (2, 2), padding=(1, 1, 1, 1),
+         ceil_mode=True, count_include_pad=False)
+    pool("avgpool_asym_pad", "avg", (1, 3, 5, 8), (2, 3), (1, 2), padding=(1, 0, 0, 1),
+         count_include_pad=True)
+
+    x = randn(r, 2, 3, 5, 7)
+    add_case("global_avg_pool", "global_avg_pool2d", [x],
+             f32(d(x).mean(axis=(2, 3), keepdims=True)))
+
+
+# ---- softmax / layer_norm -----------------------------------------------------------------------
+
+def softmax_ref(x, axis):
+    x = d(x)
+    e = np.exp(x - x.max(axis=axis, keepdims=True))
+    return f32(e / e.sum(axis=axis, keepdims=True))
+
+
+def layer_norm_ref(x, axis, gamma, beta, eps):
+    x = d(x)
+    axes = tuple(range(axis % x.ndim, x.ndim))
+    mean = x.mean(axis=axes, keepdims=True)
+    var = ((x - mean) ** 2).mean(axis=axes, keepdims=True)
+    y = (x - mean) / np.sqrt(var + float(np.float32(eps)))
+    if gamma is not None:
+        y = y * d(gamma)
+    if beta is not None:
+        y = y + d(beta)
+    return f32(y)
+
+
+def gen_norm():
+    r = rng(4)
+    x = randn(r, 3, 7)
+    add_case("softmax_last", "softmax", [x], softmax_ref(x, -1), axis=-1)
+    x = randn(r, 2, 5, 3)
+    add_case("softmax_middle", "softmax", [x], softmax_ref(x, 1), axis=1)
+    x = randn(r, 2, 3, 4)
+    add_case("softmax_negative_first", "softmax", [x], softmax_ref(x, -3), axis=-3)
+    x = (randn(r, 4, 9) * 30 + 100).astype(np.float32)  # exp overflows without max subtraction
+    add_case("softmax_large", "softmax", [x], softmax_ref(x, -1), axis=-1)
+
+    eps = 1e-5
+    x, g, b = randn(r, 2, 3, 8), randn(r, 8), randn(r, 8)
+    add_case("layer_norm_last", "layer_norm", [x, g, b], layer_norm_ref(x, -1, g, b, eps),
+             axis=-1, epsilon=eps)
+    x, g, b = randn(r, 2, 3, 4), randn(r, 3, 4), randn(r, 3, 4)
+    add_case("layer_norm_two_dims", "layer_norm", [x, g, b], layer_norm_ref(x, 1, g, b, eps),
+             axis=1, epsilon=eps)
+    x, g = (randn(r, 5, 6) * 2 + 3).astype(np.float32), randn(r, 6)
+    add_case("layer_norm_gamma_only", "layer_norm", [x, g, None],
+             layer_norm_ref(x, -1, g, None, eps), axis=-1, epsilon=eps)
+    x, b = randn(r, 4, 5), randn(r, 5)
+    add_case("layer_norm_beta_only", "layer_norm", [x, None, b],
+             layer_norm_ref(x, -1, None, b, 1e-3), axis=-1, epsilon=1e-3)
+    x = randn(r, 3, 10)
+    add_case("layer_norm_plain", "layer_norm", [x, None, None],
+             layer_norm_ref(x, 1, None, None, eps), axis=1, epsilon=eps)
+    x = randn(r, 2, 7)
+    add_case("layer_norm_x_only", "layer_norm", [x], layer_norm_ref(x, -1, None, None, eps),
+             axis=-1, epsilon=eps)
+
+
+# ---- data movement ------------------------------------------------------------------------------
+
+def slice_ref(x, axes, starts, ends, steps):
+    """ONNX Slice, from the operator's definition."""
+    index = [slice(None)] * x.ndim
+    for axis, start, end, step in zip(axes, starts, ends, steps):
+        axis %= x.ndim
+        dim = x.shape[axis]
+        if start < 0:
+            start += dim
+        if end < 0:
+            end += dim
+        if step > 0:
+            start = min(max(start, 0), dim)
+            end = min(max(end, 0), dim)
+            idx = list(range(start, end, step))
+        else:
+            start = min(max(start, 0), dim - 1)
+            end = min(max(end, -1), dim - 1)
+            idx = list(range(start, end, step)) if dim > 0 else []
+        index[axis] = np.array(idx, dtype=np.int64)
+    out = x
+    for axis, ix in enumerate(index):
+        if isinstance(ix, np.ndarray):
+            out = np.take(out, ix, axis=axis)
+    return np.ascontiguousarray(out)
+
+
+def gen_movement():
+    r = rng(5)
+    x = randn(r, 2, 3, 4)
+    add_case("reshape_infer", "reshape", [x], x.reshape(4, 6), EXACT, shape=(4, -1),
+             shape_sym=(0, 0))
+    x = r.integers(-1000, 1000, (3, 2, 4), dtype=np.int32)
+    # dim 0 comes from symbol 2 (value 6), dim 1 is inferred.
+    add_case("reshape_symbol", "reshape", [x], x.reshape(6, 4), EXACT, shape=(1, -1),
+             shape_sym=(2, 0), symbols=(5, 6))
+    x = np.zeros((2, 0, 3), dtype=np.float32)
+    add_case("reshape_literal_zero", "reshape", [x], x.reshape(0, 5, 1), EXACT, shape=(0, 5, 1),
+             shape_sym=(0, 0, 0))
+    x = r.integers(0, 2, (6,), dtype=np.uint8).astype(bool)
+    add_case("reshape_bool", "reshape", [x], x.reshape(1, 2, 3), EXACT,
+             shape=(1, 2, 3), shape_sym=(0, 0, 0))
+    x = randn(r, 1, 1)
+    add_case("reshape_to_scalar", "reshape", [x], x.reshape(()), EXACT, shape=(), shape_sym=())
+
+    x = randn(r, 2, 3, 4)
+    add_case("transpose_3d", "transpose", [x], np.transpose(x, (2, 0, 1)), EXACT, perm=(2, 0, 1))
+    x = r.integers(-2**40, 2**40, (2, 3, 4, 5), dtype=np.int64)
+    add_case("transpose_4d_i64", "transpose", [x], np.transpose(x, (3, 1, 0, 2)), EXACT,
+             perm=(3, 1, 0, 2))
+    x = r.integers(0, 256, (5, 7), dtype=np.uint8)
+    add_case("transpose_2d_u8", "transpose", [x], x.T, EXACT, perm=(1, 0))
+    x = randn(r, 3, 1, 5).astype(np.float16)
+    add_case("transpose_f16", "transpose", [x], np.transpose(x, (1, 2, 0)), EXACT, perm=(1, 2, 0))
+
+    a, b, c = randn(r, 2, 3), randn(r, 1, 3), randn(r, 4, 3)
+    add_case("concat_axis0", "concat", [a, b, c], np.concatenate([a, b, c], 0), EXACT, axis=0)
+    a, b = (r.integers(-9, 9, (2, 3, 2), dtype=np.int32) for _ in range(2))
+    add_case("concat_last_i32", "concat", [a, b], np.concatenate([a, b], -1), EXACT, axis=-1)
+    parts = [r.integers(0, 2, (2, n, 3)).astype(bool) for n in (1, 0, 2, 3)]
+    add_case("concat_bool_with_empty", "concat", parts, np.concatenate(parts, 1), EXACT, axis=1)
+    a = randn(r, 3, 2)
+    add_case("concat_single", "concat", [a], a.copy(), EXACT, axis=1)
+    parts = [r.integers(-100, 100, (2, 2), dtype=np.int16) for _ in range(15)]
+    add_case("concat_fifteen_i16", "concat", parts, np.concatenate(parts, 0), EXACT, axis=0)
+
+    def slc(name, x, axes, starts, ends, steps):
+        add_case(name, "slice", [x], slice_ref(x, axes, starts, ends, steps), EXACT, axes=axes,
+                 starts=starts, ends=ends, steps=steps)
+
+    slc("slice_step2", randn(r, 10), [0], [1], [8], [2])
+    slc("slice_reverse_2d", randn(r, 5, 6), [1, 0], [-1, 4], [INT64_MIN, 0], [-1, -2])
+    slc("slice_clamp_i64", r.integers(-50, 50, (3, 4, 5), dtype=np.int64), [-1, 0],
+        [-3, -100], [1000, INT64_MAX], [1, 2])
+    slc("slice_empty", randn(r, 4, 3), [0], [3], [1], [1])
+    slc("slice_negative_step3_u8", r.integers(0, 255, (2, 11), dtype=np.uint8), [1],
+        [100], [-100], [-3])
+    slc("slice_no_axes", randn(r, 2, 3), [], [], [], [])
+    slc("slice_huge_step", randn(r, 4, 6), [1], [2], [INT64_MAX], [INT64_MAX])
+
+
+def main():
+    os.makedirs(OUT_DIR, exist_ok=True)
+    gen_elementwise()
+    gen_linalg()
+    gen_conv_pool()
+    gen_norm()
+    gen_movement()
+    with open(os.path.join(OUT_DIR, "manifest.txt"), "w", newline="\n") as f:
+        f.write("# Generated by tests/kernels/reference/make_golden.py; do not edit.\n")
+        for line in cases:
+            f.write(line + "\n")
+    print(f"{len(cases)} cases written to {OUT_DIR}", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,41 @@
+// NumPy .npy files (format versions 1.0, 2.0 and 3.0; C order; little-endian) for tests and tools.
+// Host code: no exceptions; every function returns false with a message in *error on failure and
+// never crashes on malformed input.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "runtime/core/scalar_type.h"
+
+namespace ember::tools {
+
+// A dense C-order array. `data` holds nbytes_of(dtype, numel) bytes, little-endian.
+struct NpyArray {
+  ScalarType dtype = ScalarType::Invalid;
+  std::vector<int64_t> dims;
+  std::vector<uint8_t> data;
+
+  uint64_t numel() const;
+};
+
+// Supported dtypes and their descr strings: f32 '<f4', f16 '<f2', i8 '|i1', u8 '|u1', i16 '<i2',
+// i32 '<i4', i64 '<i8', bool '|b1'. Other Ember dtypes (bf16, fp8, ...) have no NumPy dtype:
+// store their raw bytes as u8. Returns nullptr for a dtype without a descr.
+const char* npy_descr(ScalarType dtype);
+
+// Parses a whole .npy file image. Rejects: bad magic or version, malformed or truncated header,
+// unknown keys, unsupported or big-endian dtypes, fortran_order True, negative or overflowing
+// dims, and a payload whose size differs from the shape's.
+bool parse_npy(const uint8_t* bytes, size_t size, NpyArray* out, std::string* error);
+bool read_npy(const std::string& path, NpyArray* out, std::string* error);
+
+// Encodes an array as NumPy 1.24 would (version 1.0 unless the header needs 2.0, header padded
+// so the data starts at a multiple of 64), byte for byte. Fails for a dtype without a descr or a
+// data size that does not match dtype and dims.
+bool serialize_npy(const NpyArray& array, std::vector<uint8_t>* out, std::string* error);
+bool write_npy(const std::string& path, const NpyArray& array, std::string* error);
+
+}  // namespace ember::tools
