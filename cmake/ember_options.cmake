@@ -37,7 +37,8 @@ add_library(ember_runtime_flags INTERFACE)
 add_library(ember::runtime_flags ALIAS ember_runtime_flags)
 target_compile_options(ember_runtime_flags INTERFACE
   $<$<COMPILE_LANGUAGE:CXX>:-fno-exceptions -fno-rtti>
-  -Wall -Wextra -Wno-unused-parameter)
+  -Wall -Wextra -Wno-unused-parameter
+  $<$<CXX_COMPILER_ID:GNU>:-Wno-format-truncation>)  # messages are cut to fixed-size buffers on purpose
 target_compile_definitions(ember_runtime_flags INTERFACE
   EMBER_ERROR_CONTEXT=${EMBER_ERROR_CONTEXT}
   EMBER_ENABLE_LOGGING=$<BOOL:${EMBER_ENABLE_LOGGING}>)

@@ -24,7 +24,7 @@ struct OpInfo {
   const char* name;
   AttrKind attr_kind;
   uint8_t min_inputs;
-  uint8_t max_inputs;  // 255 = variadic (Concat)
+  uint8_t max_inputs;  // Concat: kMaxKernelArgs - 1
   uint8_t outputs;
   ShapeFn shape;
 };

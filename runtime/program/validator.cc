@@ -20,8 +20,6 @@ bool is_pow2(uint64_t v) { return v != 0 && (v & (v - 1)) == 0; }
 
 bool mul_overflows(uint64_t a, uint64_t b, uint64_t* out) { return __builtin_mul_overflow(a, b, out); }
 
-const char* enum_ok(bool ok) { return ok ? nullptr : "invalid"; }
-
 }  // namespace
 
 bool tensor_max_nbytes(const fb::Tensor& tensor, uint64_t* out) {
