@@ -4,6 +4,7 @@ option(EMBER_BUILD_EXPORTER "Build the host-only exporter" ${PROJECT_IS_TOP_LEVE
 option(EMBER_BUILD_BENCHMARKS "Build Google Benchmark harnesses" OFF)
 option(EMBER_BUILD_FUZZERS "Build libFuzzer targets (needs clang)" OFF)
 option(EMBER_ENABLE_LOGGING "Compile log messages in" ON)
+option(EMBER_ENABLE_EVENT_TRACER "Compile the per-instruction EventTracer hook in" ON)
 set(EMBER_ERROR_CONTEXT 1 CACHE STRING "0 = codes only, 1 = + message and file:line")
 set(EMBER_SANITIZE "" CACHE STRING "Sanitizers for every target, e.g. address,undefined")
 set(EMBER_HWY_DISPATCH dynamic CACHE STRING "dynamic | static: Highway target dispatch")
@@ -41,7 +42,8 @@ target_compile_options(ember_runtime_flags INTERFACE
   $<$<CXX_COMPILER_ID:GNU>:-Wno-format-truncation>)  # messages are cut to fixed-size buffers on purpose
 target_compile_definitions(ember_runtime_flags INTERFACE
   EMBER_ERROR_CONTEXT=${EMBER_ERROR_CONTEXT}
-  EMBER_ENABLE_LOGGING=$<BOOL:${EMBER_ENABLE_LOGGING}>)
+  EMBER_ENABLE_LOGGING=$<BOOL:${EMBER_ENABLE_LOGGING}>
+  EMBER_ENABLE_EVENT_TRACER=$<BOOL:${EMBER_ENABLE_EVENT_TRACER}>)
 
 # Flags for host tools (exporter, runner, tests): exceptions allowed.
 add_library(ember_host_flags INTERFACE)
@@ -49,4 +51,5 @@ add_library(ember::host_flags ALIAS ember_host_flags)
 target_compile_options(ember_host_flags INTERFACE -Wall -Wextra -Wno-unused-parameter)
 target_compile_definitions(ember_host_flags INTERFACE
   EMBER_ERROR_CONTEXT=${EMBER_ERROR_CONTEXT}
-  EMBER_ENABLE_LOGGING=$<BOOL:${EMBER_ENABLE_LOGGING}>)
+  EMBER_ENABLE_LOGGING=$<BOOL:${EMBER_ENABLE_LOGGING}>
+  EMBER_ENABLE_EVENT_TRACER=$<BOOL:${EMBER_ENABLE_EVENT_TRACER}>)

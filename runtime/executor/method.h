@@ -38,6 +38,9 @@ class Method {
 
   // Runs the method. Errors: InvalidArgument (inputs), Cancelled, BackendFailed, ...
   Status execute(ErrorContext* ctx = nullptr);
+  // Calls `tracer` around every instruction of execute() (null = off). Borrowed: it must outlive
+  // the Method or be reset first.
+  void set_event_tracer(EventTracer* tracer) { runner_.set_event_tracer(tracer); }
   // Asks a running (or the next) execute() to stop between instructions with Cancelled.
   void request_abort() { abort_.store(true); }
 

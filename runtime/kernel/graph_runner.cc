@@ -377,6 +377,12 @@ Status GraphRunner::run(KernelContext& kernel_ctx, const std::atomic<bool>* abor
       return EMBER_FAIL(ctx, Error::Cancelled, "execution cancelled before instruction %u", pc);
     }
     const Bound& b = instructions_[pc];
+#if EMBER_ENABLE_EVENT_TRACER
+    if (tracer_ != nullptr) {
+      tracer_->begin_instruction(pc, b.kind == BoundKind::Kernel ? b.info->name : instruction_library(pc),
+                                 node_name(pc));
+    }
+#endif
     switch (b.kind) {
       case BoundKind::Kernel:
         EMBER_RETURN_IF_ERROR(run_kernel(b, pc, kernel_ctx, ctx));
@@ -397,11 +403,17 @@ Status GraphRunner::run(KernelContext& kernel_ctx, const std::atomic<bool>* abor
       }
       case BoundKind::Jump:
         if (!*static_cast<const bool*>(values_[b.a].data)) {
+#if EMBER_ENABLE_EVENT_TRACER
+          if (tracer_ != nullptr) tracer_->end_instruction(pc);
+#endif
           pc = b.b;
           continue;
         }
         break;
     }
+#if EMBER_ENABLE_EVENT_TRACER
+    if (tracer_ != nullptr) tracer_->end_instruction(pc);
+#endif
     ++pc;
   }
   return Status::ok();

@@ -8,6 +8,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "runtime/core/event_tracer.h"
 #include "runtime/core/memory_allocator.h"
 #include "runtime/core/status.h"
 #include "runtime/kernel/kernel.h"
@@ -55,6 +56,10 @@ class GraphRunner {
   const char* instruction_library(uint32_t i) const;
   const GraphView& graph() const { return graph_; }
   bool is_symbolic() const { return symbol_count_ > 0; }
+  // Called around each instruction when set (null = off). Borrowed.
+  void set_event_tracer(EventTracer* tracer) { tracer_ = tracer; }
+  // The debug name of an instruction's node, "" when there is none.
+  const char* node_name(uint32_t instruction) const;
 
  private:
   struct Bound;
@@ -62,9 +67,9 @@ class GraphRunner {
                      char* missing, size_t missing_size, uint32_t* missing_count, ErrorContext* ctx);
   Status derive_symbols(ErrorContext* ctx);
   Status run_kernel(const Bound& b, uint32_t i, KernelContext& kernel_ctx, ErrorContext* ctx);
-  const char* node_name(uint32_t instruction) const;
 
   GraphView graph_;
+  EventTracer* tracer_ = nullptr;
   const fb::DebugInfo* debug_ = nullptr;
   TensorView* values_ = nullptr;
   uint64_t* capacity_ = nullptr;   // planned bytes per value (at max dims)

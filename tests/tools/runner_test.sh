@@ -57,6 +57,12 @@ expect_error "unknown backend" "$RUNNER" --program "$T/mlp.pte" --backends cuda
 expect_error "unknown method" "$RUNNER" --program "$T/mlp.pte" --method nope
 grep -q NotFound "$T/err" || fail "unknown method error: $(cat "$T/err")"
 
+# --profile writes a valid Chrome trace with one event per instruction and iteration.
+expect_ok "$RUNNER" --program "$T/cnn.pte" --iterations 4 --profile "$T/trace.json"
+grep -q 'profile: 20 events' "$T/out" || fail "--profile summary: $(cat "$T/out")"
+/usr/bin/python3 -c "import json,sys; d=json.load(open(sys.argv[1])); assert len(d['traceEvents'])==20" "$T/trace.json" \
+  || fail "--profile did not write a valid trace"
+
 # Corrupted copies: flips in the header, the FlatBuffer and the segments; truncations.
 size=$(stat -c %s "$T/cnn.pte")
 for offset in 0 3 5 9 17 30 45 61 64 100 500 1000 2000 4000 65536 66000 $((size - 1)); do

@@ -14,6 +14,7 @@
 #include "backends/null/register.h"
 #include "kernels/builtin.h"
 #include "runtime/core/data_loader.h"
+#include "runtime/core/event_tracer.h"
 #include "runtime/core/thread_pool.h"
 #include "runtime/executor/method.h"
 #include "runtime/executor/program.h"
@@ -39,6 +40,7 @@ struct Options {
   std::string verification = "full";
   bool mmap = false;
   bool verbose = false;
+  std::string profile;
   uint64_t seed = 0;
 };
 
@@ -255,6 +257,84 @@ int run_info(const Options& o) {
   return 0;
 }
 
+// JSON string contents: quotes, backslashes and control characters escaped (names come from the file).
+std::string json_escape(const char* text) {
+  std::string out;
+  for (const char* c = text; *c; ++c) {
+    const unsigned char u = static_cast<unsigned char>(*c);
+    if (u == '"' || u == '\\') {
+      out += '\\';
+      out += *c;
+    } else if (u < 0x20) {
+      char buf[8];
+      std::snprintf(buf, sizeof(buf), "\\u%04x", u);
+      out += buf;
+    } else {
+      out += *c;
+    }
+  }
+  return out;
+}
+
+// Records every instruction's time into preallocated storage (no allocation while executing) and
+// writes a Chrome trace (chrome://tracing, Perfetto) plus a per-op summary.
+class ProfileTracer final : public EventTracer {
+ public:
+  struct Event {
+    uint32_t index;
+    const char* what;
+    const char* node;
+    uint64_t begin_ns;
+    uint64_t end_ns;
+  };
+  explicit ProfileTracer(size_t capacity) { events_.reserve(capacity); }
+  void begin_instruction(uint32_t index, const char* what, const char* node) override {
+    if (events_.size() < events_.capacity()) events_.push_back(Event{index, what, node, platform_now_ns(), 0});
+  }
+  void end_instruction(uint32_t index) override {
+    if (!events_.empty() && events_.back().end_ns == 0 && events_.back().index == index) {
+      events_.back().end_ns = platform_now_ns();
+    }
+  }
+
+  void write(const std::string& path, const Method& method) const {
+    FILE* out = std::fopen(path.c_str(), "w");
+    if (out == nullptr) fail("--profile: cannot write " + path);
+    const uint64_t origin = events_.empty() ? 0 : events_.front().begin_ns;
+    std::fprintf(out, "{\"traceEvents\": [\n");
+    for (size_t i = 0; i < events_.size(); ++i) {
+      const Event& e = events_[i];
+      std::fprintf(out, "  {\"name\": \"%s\", \"cat\": \"%s\", \"ph\": \"X\", \"pid\": 1, \"tid\": 1, "
+                        "\"ts\": %.3f, \"dur\": %.3f, \"args\": {\"instruction\": %u, \"node\": \"%s\"}}%s\n",
+                   json_escape(e.what).c_str(), json_escape(method.instruction_backend(e.index)).c_str(),
+                   (e.begin_ns - origin) / 1e3, (e.end_ns - e.begin_ns) / 1e3, e.index, json_escape(e.node).c_str(),
+                   i + 1 < events_.size() ? "," : "");
+    }
+    std::fprintf(out, "]}\n");
+    if (std::fclose(out) != 0) fail("--profile: cannot write " + path);
+    // Per-op totals, largest first.
+    std::vector<std::pair<std::string, std::pair<double, int>>> totals;
+    for (const Event& e : events_) {
+      const std::string key = std::string(e.what) + " [" + method.instruction_backend(e.index) + "]";
+      auto it = std::find_if(totals.begin(), totals.end(), [&](const auto& t) { return t.first == key; });
+      if (it == totals.end()) it = totals.insert(totals.end(), {key, {0.0, 0}});
+      it->second.first += (e.end_ns - e.begin_ns) / 1e6;
+      it->second.second += 1;
+    }
+    std::sort(totals.begin(), totals.end(), [](const auto& a, const auto& b) { return a.second.first > b.second.first; });
+    double all = 0;
+    for (const auto& t : totals) all += t.second.first;
+    std::printf("profile: %zu events -> %s\n", events_.size(), path.c_str());
+    for (const auto& t : totals) {
+      std::printf("  %-36s %8.3f ms total %6.1f%%  (%d calls)\n", t.first.c_str(), t.second.first,
+                  all > 0 ? 100.0 * t.second.first / all : 0.0, t.second.second);
+    }
+  }
+
+ private:
+  std::vector<Event> events_;
+};
+
 void fill_random(TensorView& view, std::mt19937_64& rng) {
   const uint64_t n = view.numel();
   switch (view.dtype) {
@@ -355,6 +435,11 @@ int run_program(const Options& o) {
     fill_random(*view, rng);
   }
 
+  std::unique_ptr<ProfileTracer> tracer;
+  if (!o.profile.empty()) {
+    tracer = std::make_unique<ProfileTracer>(static_cast<size_t>(o.iterations) * method.instruction_count());
+    method.set_event_tracer(tracer.get());
+  }
   std::vector<double> latencies_ms;
   latencies_ms.reserve(static_cast<size_t>(o.iterations));  // no allocation inside the timed loop
   for (int it = 0; it < o.iterations; ++it) {
@@ -387,6 +472,10 @@ int run_program(const Options& o) {
       std::printf("    wrote %s\n", path.c_str());
     }
   }
+  if (tracer) {
+    method.set_event_tracer(nullptr);
+    tracer->write(o.profile, method);
+  }
   std::printf("latency: median %.3f ms over %d iteration%s (min %.3f, max %.3f)\n", median, o.iterations,
               o.iterations == 1 ? "" : "s", latencies_ms.front(), latencies_ms.back());
   return 0;
@@ -413,6 +502,7 @@ int main(int argc, char** argv) {
   app.add_flag("--mmap", o.mmap, "Map the file instead of reading it");
   app.add_option("--seed", o.seed, "Seed for random inputs")->capture_default_str();
   app.add_flag("--verbose", o.verbose, "Log load details (fallbacks, ...)");
+  app.add_option("--profile", o.profile, "Write per-instruction timings as a Chrome trace (JSON) and print a per-op summary");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
