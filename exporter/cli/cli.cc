@@ -1,0 +1,100 @@
+#include "exporter/cli/cli.h"
+
+#include <filesystem>
+#include <fstream>
+#include <optional>
+#include <sstream>
+
+#include <CLI/CLI.hpp>
+
+#include "exporter/importers/builder/examples.h"
+#include "exporter/pipeline.h"
+
+#ifndef EMBER_DEFAULT_MANIFEST
+#define EMBER_DEFAULT_MANIFEST "capabilities.json"
+#endif
+
+namespace ember::exporter {
+namespace {
+
+std::vector<std::string> split_list(const std::string& s) {
+  std::vector<std::string> out;
+  std::stringstream ss(s);
+  std::string item;
+  while (std::getline(ss, item, ',')) {
+    if (!item.empty()) out.push_back(item);
+  }
+  return out;
+}
+
+}  // namespace
+
+int run_cli(int argc, const char* const* argv, std::ostream& out, std::ostream& err) {
+  CLI::App app{"Ember exporter: builds a .pte program (bundled examples for now)", "exporter"};
+  std::string example, output, backends = kPortableBackend, manifest_path;
+  uint64_t seed = 1;
+  bool strip_debug = false, no_fold = false;
+  app.add_option("--example", example, "bundled model to export: mlp or cnn")->required();
+  app.add_option("-o,--output", output, "the .pte file to write")->required();
+  app.add_option("--backends", backends, "backend priority list, e.g. null,portable (portable is always the fallback)")
+      ->capture_default_str();
+  app.add_option("--manifest", manifest_path,
+                 std::string("capability manifest (default ") + EMBER_DEFAULT_MANIFEST + ")");
+  app.add_option("--seed", seed, "seed of the example's weights")->capture_default_str();
+  app.add_flag("--strip-debug", strip_debug, "omit the debug segment (node names, source ops)");
+  app.add_flag("--no-fold", no_fold, "skip constant folding");
+  app.set_version_flag("--version", std::string(kProducer));
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp&) {
+    out << app.help();
+    return 0;
+  } catch (const CLI::CallForVersion&) {
+    out << kProducer << "\n";
+    return 0;
+  } catch (const CLI::ParseError& e) {
+    err << "exporter: error: " << e.what() << " (see --help)\n";
+    return 1;
+  }
+  try {
+    ExportOptions options;
+    options.backends = split_list(backends);
+    if (options.backends.empty()) throw ExportError("--backends is empty");
+    options.strip_debug = strip_debug;
+    options.fold_constants = !no_fold;
+    std::optional<CapabilityManifest> manifest;
+    if (!manifest_path.empty()) {
+      manifest = CapabilityManifest::load(manifest_path);
+    } else if (std::filesystem::exists(EMBER_DEFAULT_MANIFEST)) {
+      manifest = CapabilityManifest::load(EMBER_DEFAULT_MANIFEST);
+    } else {
+      for (const std::string& b : options.backends) {
+        if (b != kPortableBackend) {
+          throw ExportError(std::string("no capability manifest at ") + EMBER_DEFAULT_MANIFEST +
+                            ": backend '" + b + "' needs one (pass --manifest)");
+        }
+      }
+      err << "exporter: warning: no capability manifest at " << EMBER_DEFAULT_MANIFEST
+          << "; assuming portable kernels for every op (pass --manifest to check)\n";
+    }
+    if (manifest) options.manifest = &*manifest;
+
+    Graph graph = build_example(example, seed);
+    ExportResult result = export_graph(std::move(graph), options);
+    std::ofstream file(output, std::ios::binary | std::ios::trunc);
+    if (!file) throw ExportError("cannot open '" + output + "' for writing");
+    file.write(reinterpret_cast<const char*>(result.program.bytes.data()),
+               static_cast<std::streamsize>(result.program.bytes.size()));
+    file.close();
+    if (!file) throw ExportError("writing '" + output + "' failed");
+    out << "exporter: example '" << example << "' (seed " << seed << ") -> " << output << "\n";
+    out << "manifest: " << (manifest ? manifest->source() : std::string("none")) << "; backends: " << backends << "\n";
+    out << format_summary(result);
+    return 0;
+  } catch (const std::exception& e) {
+    err << "exporter: error: " << e.what() << "\n";
+    return 1;
+  }
+}
+
+}  // namespace ember::exporter

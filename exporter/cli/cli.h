@@ -1,0 +1,13 @@
+// The `exporter` command line, as a function so tests can drive it without a process:
+//   exporter --example mlp|cnn -o out.pte [--backends LIST] [--manifest PATH] [--seed N] [--strip-debug]
+// Prints the summary to `out`; every error is one line "exporter: error: ..." on `err` and exit
+// code 1. Returns the process exit code.
+#pragma once
+
+#include <ostream>
+
+namespace ember::exporter {
+
+int run_cli(int argc, const char* const* argv, std::ostream& out, std::ostream& err);
+
+}  // namespace ember::exporter

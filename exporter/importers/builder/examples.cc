@@ -1,0 +1,70 @@
+#include "exporter/importers/builder/examples.h"
+
+#include <cmath>
+
+#include "exporter/importers/builder/graph_builder.h"
+
+namespace ember::exporter {
+namespace {
+
+// Uniform in +-1/sqrt(fan_in), as torch initializes Linear and Conv2d.
+ValueId weight(GraphBuilder& b, const std::string& name, std::vector<int64_t> dims, int64_t fan_in) {
+  const float bound = 1.0f / std::sqrt(static_cast<float>(fan_in));
+  return b.random_uniform(name, std::move(dims), -bound, bound);
+}
+
+}  // namespace
+
+Graph build_mlp_example(uint64_t seed) {
+  GraphBuilder b(seed);
+  b.symbol("batch", 1, 8);
+  ValueId x = b.input("x", ScalarType::F32, {DimSpec::sym("batch"), 64});
+  // One statement per weight: argument evaluation order is unspecified, the RNG order must not be.
+  auto fc = [&](ValueId in, const std::string& name, int64_t out_features, int64_t in_features) {
+    const ValueId w = weight(b, name + ".weight", {out_features, in_features}, in_features);
+    const ValueId bias = weight(b, name + ".bias", {out_features}, in_features);
+    return b.linear(in, w, bias, name);
+  };
+  ValueId h = fc(x, "fc1", 128, 64);
+  h = b.gelu(h, GeluApprox::None, "gelu1");
+  h = fc(h, "fc2", 128, 128);
+  h = b.relu(h, "relu2");
+  h = fc(h, "fc3", 10, 128);
+  b.output("probs", b.softmax(h, -1, "softmax"));
+  return b.build();
+}
+
+Graph build_cnn_example(uint64_t seed) {
+  GraphBuilder b(seed);
+  ValueId x = b.input("image", ScalarType::F32, {1, 3, 32, 32});
+  auto conv = [&](ValueId in, const std::string& name, int64_t out_c, int64_t in_c_per_group, int64_t k,
+                  const Conv2dParams& params) {
+    const int64_t fan_in = in_c_per_group * k * k;
+    const ValueId w = weight(b, name + ".weight", {out_c, in_c_per_group, k, k}, fan_in);
+    const ValueId bias = weight(b, name + ".bias", {out_c}, fan_in);
+    return b.conv2d(in, w, bias, params, name);
+  };
+  ValueId h = conv(x, "conv1", 16, 3, 3, Conv2dParams::same3x3());
+  h = b.relu(h, "relu1");
+  h = b.max_pool2d(h, Pool2dParams::square(2, 2), "pool1");
+  h = conv(h, "dw2", 16, 1, 3, Conv2dParams::same3x3(/*groups=*/16));  // depthwise
+  h = conv(h, "pw2", 32, 16, 1, Conv2dParams());                        // pointwise
+  h = b.relu(h, "relu2");
+  h = b.global_avg_pool2d(h, "gap");
+  h = b.reshape(h, {1, 32}, "flatten");
+  const ValueId fc_w = weight(b, "fc.weight", {10, 32}, 32);
+  const ValueId fc_b = weight(b, "fc.bias", {10}, 32);
+  h = b.linear(h, fc_w, fc_b, "fc");
+  b.output("probs", b.softmax(h, -1, "softmax"));
+  return b.build();
+}
+
+std::vector<std::string> example_names() { return {"mlp", "cnn"}; }
+
+Graph build_example(const std::string& name, uint64_t seed) {
+  if (name == "mlp") return build_mlp_example(seed);
+  if (name == "cnn") return build_cnn_example(seed);
+  throw ExportError("unknown example '" + name + "' (choose mlp or cnn)");
+}
+
+}  // namespace ember::exporter

@@ -1,0 +1,21 @@
+// Bundled example models built with GraphBuilder, weights seeded (same seed, same bytes).
+//  mlp: x [batch: 1..8, 64] -> linear 64->128, gelu, linear 128->128, relu, linear 128->10, softmax
+//  cnn: image [1, 3, 32, 32] -> conv 3->16 3x3 pad 1, relu, maxpool 2, depthwise conv 16 3x3 pad 1,
+//       pointwise conv 16->32, relu, global avg pool, reshape [1, 32], linear 32->10, softmax
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "exporter/ir/graph.h"
+
+namespace ember::exporter {
+
+Graph build_mlp_example(uint64_t seed);
+Graph build_cnn_example(uint64_t seed);
+// "mlp" or "cnn"; throws ExportError listing the names otherwise.
+Graph build_example(const std::string& name, uint64_t seed);
+std::vector<std::string> example_names();
+
+}  // namespace ember::exporter

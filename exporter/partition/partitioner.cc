@@ -1,0 +1,115 @@
+#include "exporter/partition/partitioner.h"
+
+#include <algorithm>
+#include <set>
+
+namespace ember::exporter {
+
+std::vector<int> Partition::step_inputs(const Graph& graph, size_t step) const {
+  const Step& s = steps[step];
+  if (s.kind == Step::Kind::Kernel) return graph.nodes[static_cast<size_t>(s.index)].inputs;
+  return delegates[static_cast<size_t>(s.index)].inputs;
+}
+
+std::vector<int> Partition::step_outputs(const Graph& graph, size_t step) const {
+  const Step& s = steps[step];
+  if (s.kind == Step::Kind::Kernel) return graph.nodes[static_cast<size_t>(s.index)].outputs;
+  return delegates[static_cast<size_t>(s.index)].outputs;
+}
+
+Partition portable_partition(const Graph& graph) {
+  Partition p;
+  for (size_t n = 0; n < graph.nodes.size(); ++n) {
+    p.steps.push_back(Step{Step::Kind::Kernel, static_cast<int>(n)});
+    p.node_backend.push_back(kPortableBackend);
+  }
+  return p;
+}
+
+namespace {
+
+DelegateGraph make_delegate(const Graph& graph, const std::string& backend, std::vector<int> nodes,
+                            const std::vector<std::vector<int>>& users) {
+  DelegateGraph d;
+  d.backend = backend;
+  d.nodes = std::move(nodes);
+  const std::set<int> in_run(d.nodes.begin(), d.nodes.end());
+  std::set<int> written;
+  for (int n : d.nodes) {
+    for (int in : graph.nodes[static_cast<size_t>(n)].inputs) {
+      if (in < 0) continue;
+      const Value& v = graph.values[static_cast<size_t>(in)];
+      auto& list = v.is_constant() ? d.constants : (written.count(in) ? d.internals : d.inputs);
+      if (&list == &d.internals) continue;  // classified when written
+      if (std::find(list.begin(), list.end(), in) == list.end()) list.push_back(in);
+    }
+    for (int out : graph.nodes[static_cast<size_t>(n)].outputs) {
+      written.insert(out);
+      const auto& readers = users[static_cast<size_t>(out)];
+      const bool read_outside = std::any_of(readers.begin(), readers.end(), [&](int r) { return !in_run.count(r); });
+      if (read_outside || graph.is_output(out)) {
+        d.outputs.push_back(out);
+      } else {
+        d.internals.push_back(out);
+      }
+    }
+  }
+  return d;
+}
+
+}  // namespace
+
+Partition partition_graph(const Graph& graph, const CapabilityManifest& manifest,
+                          const std::vector<std::string>& backends) {
+  for (const std::string& b : backends) {
+    if (b != kPortableBackend && !manifest.has_backend(b)) {
+      throw ExportError("backend '" + b + "' is not in the capability manifest " + manifest.source());
+    }
+  }
+  Partition p;
+  for (size_t n = 0; n < graph.nodes.size(); ++n) {
+    const Node& node = graph.nodes[n];
+    const std::string op = to_string(node.op);
+    const std::vector<std::string> dtypes = node_dtypes(graph, node);
+    std::string chosen;
+    for (const std::string& b : backends) {
+      const bool ok = b == kPortableBackend ? manifest.portable_supports(op, dtypes)
+                                            : manifest.backend_supports(b, op, dtypes);
+      if (ok) {
+        chosen = b;
+        break;
+      }
+    }
+    if (chosen.empty() && manifest.portable_supports(op, dtypes)) chosen = kPortableBackend;
+    if (chosen.empty()) {
+      std::string tried;
+      for (const std::string& b : backends) tried += (tried.empty() ? "" : ", ") + b;
+      if (std::find(backends.begin(), backends.end(), kPortableBackend) == backends.end()) {
+        tried += (tried.empty() ? "" : ", ") + std::string("portable");
+      }
+      std::string outs;
+      for (int o : node.outputs) outs += (outs.empty() ? "" : ", ") + format_value(graph, o);
+      throw ExportError("no backend supports " + format_node(graph, static_cast<int>(n)) + " -> " + outs +
+                        ": signature " + format_signature(op, dtypes) + " is in neither the portable kernels nor " +
+                        "the backends tried (" + tried + ") of " + manifest.source());
+    }
+    p.node_backend.push_back(chosen);
+  }
+  const auto users = graph.users();
+  for (size_t n = 0; n < graph.nodes.size();) {
+    if (p.node_backend[n] == kPortableBackend) {
+      p.steps.push_back(Step{Step::Kind::Kernel, static_cast<int>(n)});
+      ++n;
+      continue;
+    }
+    size_t end = n;
+    std::vector<int> run;
+    while (end < graph.nodes.size() && p.node_backend[end] == p.node_backend[n]) run.push_back(static_cast<int>(end++));
+    p.steps.push_back(Step{Step::Kind::Delegate, static_cast<int>(p.delegates.size())});
+    p.delegates.push_back(make_delegate(graph, p.node_backend[n], std::move(run), users));
+    n = end;
+  }
+  return p;
+}
+
+}  // namespace ember::exporter

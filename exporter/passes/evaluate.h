@@ -1,0 +1,39 @@
+// An IR evaluator on the reference kernels (kernels/reference): the numerical oracle for constant
+// folding and for end-to-end tests. Shapes come from the ops' ShapeFns with the symbol values bound
+// by the actual input dims. Host-only; throws ExportError.
+#pragma once
+
+#include <cstdint>
+#include <cstring>
+#include <vector>
+
+#include "exporter/ir/graph.h"
+
+namespace ember::exporter {
+
+// A dense, owned tensor.
+struct HostTensor {
+  ScalarType dtype = ScalarType::Invalid;
+  std::vector<int64_t> dims;
+  std::vector<uint8_t> bytes;
+
+  uint64_t numel() const {
+    uint64_t n = 1;
+    for (int64_t d : dims) n *= static_cast<uint64_t>(d);
+    return n;
+  }
+  static HostTensor from_f32(std::vector<int64_t> dims, const std::vector<float>& values);
+  // Precondition: dtype is F32.
+  std::vector<float> to_f32() const;
+};
+
+// Runs one node on `inputs` (nullptr = absent optional input). `symbols[i]` = value of symbol i + 1.
+std::vector<HostTensor> evaluate_node(const Node& node, const std::vector<const HostTensor*>& inputs,
+                                      const std::vector<int64_t>& symbols);
+
+// Runs the whole graph. `inputs` follow graph.inputs; their dtypes must match and their dims must
+// fit (static dims equal, symbolic dims within the symbol's bounds, one symbol one value). Returns
+// the outputs in graph.outputs order.
+std::vector<HostTensor> evaluate(const Graph& graph, const std::vector<HostTensor>& inputs);
+
+}  // namespace ember::exporter

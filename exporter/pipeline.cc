@@ -1,0 +1,79 @@
+#include "exporter/pipeline.h"
+
+#include <chrono>
+#include <cstdio>
+#include <map>
+
+namespace ember::exporter {
+
+ExportResult export_graph(Graph graph, const ExportOptions& options) {
+  const auto start = std::chrono::steady_clock::now();
+  ExportResult r;
+  graph.check_structure();
+  if (options.fold_constants) r.fold = fold_constants(graph);
+  r.dead_nodes_removed = remove_dead_code(graph);
+  graph.check_structure();
+  if (options.manifest != nullptr) {
+    r.partition = partition_graph(graph, *options.manifest, options.backends);
+  } else {
+    for (const std::string& b : options.backends) {
+      if (b != kPortableBackend) throw ExportError("backend '" + b + "' needs a capability manifest (--manifest)");
+    }
+    r.partition = portable_partition(graph);
+  }
+  r.plan = plan_memory(graph, r.partition);
+  SerializeOptions so;
+  so.strip_debug = options.strip_debug;
+  r.program = serialize_program(graph, r.partition, r.plan, so);
+  r.graph = std::move(graph);
+  r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return r;
+}
+
+std::string format_summary(const ExportResult& r) {
+  const Graph& g = r.graph;
+  std::string s;
+  char buf[256];
+  std::map<std::string, int> histogram;
+  for (const Node& n : g.nodes) ++histogram[to_string(n.op)];
+  s += "ops:";
+  for (const auto& [op, count] : histogram) s += " " + op + " x" + std::to_string(count);
+  s += "\n";
+  std::snprintf(buf, sizeof(buf), "passes: %d nodes folded, %d constants dropped, %d dead nodes removed\n",
+                r.fold.folded_nodes, r.fold.removed_constants, r.dead_nodes_removed);
+  s += buf;
+  s += "instructions (" + std::to_string(r.partition.steps.size()) + "):\n";
+  for (size_t i = 0; i < r.partition.steps.size(); ++i) {
+    const Step& step = r.partition.steps[i];
+    if (step.kind == Step::Kind::Kernel) {
+      const Node& n = g.nodes[static_cast<size_t>(step.index)];
+      std::snprintf(buf, sizeof(buf), "  %3zu  %-18s %-12s -> %s\n", i, to_string(n.op), n.name.c_str(),
+                    r.partition.node_backend[static_cast<size_t>(step.index)].c_str());
+      s += buf;
+    } else {
+      const DelegateGraph& d = r.partition.delegates[static_cast<size_t>(step.index)];
+      std::string nodes;
+      for (int n : d.nodes) nodes += (nodes.empty() ? "" : ", ") + g.nodes[static_cast<size_t>(n)].name;
+      std::snprintf(buf, sizeof(buf), "  %3zu  delegate %-9d %zu nodes    -> %s (GRAPH v%u): ", i, step.index,
+                    d.nodes.size(), d.backend.c_str(), kGraphDelegateFormatVersion);
+      s += buf + nodes + "\n";
+    }
+  }
+  std::snprintf(buf, sizeof(buf), "weights: %llu bytes in %zu constants\n",
+                static_cast<unsigned long long>(r.program.constant_bytes), r.program.constant_count);
+  s += buf;
+  std::snprintf(buf, sizeof(buf), "arenas: activation %llu bytes, io %llu bytes\n",
+                static_cast<unsigned long long>(r.plan.activation_size), static_cast<unsigned long long>(r.plan.io_size));
+  s += buf;
+  s += r.plan.summary() + "\n";
+  std::snprintf(buf, sizeof(buf), "file: %zu bytes (FlatBuffer %llu bytes, segments at %llu), features 0x%llx\n",
+                r.program.bytes.size(), static_cast<unsigned long long>(r.program.flatbuffer_size),
+                static_cast<unsigned long long>(r.program.segment_base),
+                static_cast<unsigned long long>(r.program.required_features));
+  s += buf;
+  std::snprintf(buf, sizeof(buf), "time: %.1f ms\n", r.seconds * 1e3);
+  s += buf;
+  return s;
+}
+
+}  // namespace ember::exporter

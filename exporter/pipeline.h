@@ -1,0 +1,41 @@
+// The exporter pipeline (DESIGN §5): passes -> partition -> plan -> serialize, on an imported
+// Graph. Host-only; throws ExportError.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "exporter/ir/graph.h"
+#include "exporter/partition/manifest.h"
+#include "exporter/partition/partitioner.h"
+#include "exporter/passes/constant_folding.h"
+#include "exporter/plan/memory_planner.h"
+#include "exporter/serialize/serializer.h"
+
+namespace ember::exporter {
+
+struct ExportOptions {
+  std::vector<std::string> backends{kPortableBackend};  // priority order; portable is always the fallback
+  // nullptr: no capability check, every node on the portable kernels (only with backends = portable).
+  const CapabilityManifest* manifest = nullptr;
+  bool fold_constants = true;
+  bool strip_debug = false;
+};
+
+struct ExportResult {
+  Graph graph;  // after the passes
+  FoldStats fold;
+  int dead_nodes_removed = 0;
+  Partition partition;
+  MemoryPlan plan;
+  SerializedProgram program;
+  double seconds = 0;
+};
+
+ExportResult export_graph(Graph graph, const ExportOptions& options);
+
+// The multi-line report the CLI prints: op histogram, instruction -> backend, weight bytes, arena
+// sizes and the planner line.
+std::string format_summary(const ExportResult& result);
+
+}  // namespace ember::exporter

@@ -1,0 +1,417 @@
+#include "exporter/serialize/serializer.h"
+
+#include <algorithm>
+#include <cstring>
+#include <map>
+#include <memory>
+#include <set>
+
+#include "runtime/core/hash.h"
+#include "runtime/kernel/op_info.h"
+#include "runtime/program/program_file.h"
+#include "schema/program_generated.h"
+
+namespace ember::exporter {
+namespace {
+
+uint64_t align_up(uint64_t x, uint64_t a) { return (x + a - 1) / a * a; }
+
+std::vector<fb::Dim> to_fb_dims(const std::vector<Dim>& dims) {
+  std::vector<fb::Dim> out;
+  for (const Dim& d : dims) out.emplace_back(d.max, d.sym);
+  return out;
+}
+
+std::vector<std::unique_ptr<fb::SymbolT>> to_fb_symbols(const Graph& graph) {
+  std::vector<std::unique_ptr<fb::SymbolT>> out;
+  for (const Symbol& s : graph.symbols) {
+    auto t = std::make_unique<fb::SymbolT>();
+    t->name = s.name;
+    t->min = s.min;
+    t->max = s.max;
+    out.push_back(std::move(t));
+  }
+  return out;
+}
+
+fb::AttributesUnion to_fb_attrs(const Node& node) {
+  const OpInfo* info = find_op_info(node.op);
+  if (info == nullptr) throw ExportError("serialize: unknown op in node '" + node.name + "'");
+  const OpAttrs& a = node.attrs;
+  fb::AttributesUnion u;
+  switch (info->attr_kind) {
+    case AttrKind::None: break;
+    case AttrKind::Gelu: {
+      fb::GeluAttrsT t;
+      t.approximate = static_cast<fb::GeluApprox>(a.gelu_approx);
+      u.Set(std::move(t));
+      break;
+    }
+    case AttrKind::Axis: {
+      fb::AxisAttrsT t;
+      t.axis = a.axis;
+      u.Set(std::move(t));
+      break;
+    }
+    case AttrKind::Linear: {
+      fb::LinearAttrsT t;
+      t.activation_quant = static_cast<fb::ActivationQuant>(a.activation_quant);
+      u.Set(std::move(t));
+      break;
+    }
+    case AttrKind::Conv2d: {
+      fb::Conv2dAttrsT t;
+      t.stride.assign(a.stride, a.stride + 2);
+      t.padding.assign(a.padding, a.padding + 4);
+      t.dilation.assign(a.dilation, a.dilation + 2);
+      t.groups = a.groups;
+      u.Set(std::move(t));
+      break;
+    }
+    case AttrKind::Pool2d: {
+      fb::Pool2dAttrsT t;
+      t.kernel.assign(a.kernel, a.kernel + 2);
+      t.stride.assign(a.stride, a.stride + 2);
+      t.padding.assign(a.padding, a.padding + 4);
+      t.dilation.assign(a.dilation, a.dilation + 2);
+      t.ceil_mode = a.ceil_mode;
+      t.count_include_pad = a.count_include_pad;
+      u.Set(std::move(t));
+      break;
+    }
+    case AttrKind::Norm: {
+      fb::NormAttrsT t;
+      t.axis = a.axis;
+      t.epsilon = a.epsilon;
+      u.Set(std::move(t));
+      break;
+    }
+    case AttrKind::Reshape: {
+      fb::ReshapeAttrsT t;
+      for (int i = 0; i < a.count; ++i) t.dims.emplace_back(a.shape[i], a.shape_sym[i]);
+      u.Set(std::move(t));
+      break;
+    }
+    case AttrKind::Permute: {
+      fb::PermuteAttrsT t;
+      t.perm.assign(a.perm, a.perm + a.count);
+      u.Set(std::move(t));
+      break;
+    }
+    case AttrKind::Slice: {
+      fb::SliceAttrsT t;
+      t.axes.assign(a.axes, a.axes + a.count);
+      t.starts.assign(a.starts, a.starts + a.count);
+      t.ends.assign(a.ends, a.ends + a.count);
+      t.steps.assign(a.steps, a.steps + a.count);
+      u.Set(std::move(t));
+      break;
+    }
+  }
+  return u;
+}
+
+struct ConstantLayout {
+  std::map<int, uint64_t> offsets;  // value id -> offset in the Constants segment
+  std::vector<uint8_t> bytes;
+  uint64_t payload_bytes = 0;
+};
+
+// What each tensor's storage is, given a graph value id.
+struct StorageContext {
+  const Graph& graph;
+  const MemoryPlan& plan;
+  const ConstantLayout& constants;
+  uint32_t constant_segment = 0;
+};
+
+std::unique_ptr<fb::TensorT> make_tensor(const StorageContext& ctx, int id, bool with_storage) {
+  const Value& v = ctx.graph.values[static_cast<size_t>(id)];
+  auto t = std::make_unique<fb::TensorT>();
+  t->dtype = static_cast<fb::ScalarType>(v.dtype);
+  t->dims = to_fb_dims(v.dims);
+  t->dim_order = fb::DimOrder::Contiguous;
+  t->nbytes = nbytes_max(v);
+  if (!with_storage) return t;
+  if (v.is_constant()) {
+    fb::ConstantStorageT s;
+    s.segment = ctx.constant_segment;
+    s.offset = ctx.constants.offsets.at(id);
+    t->storage.Set(std::move(s));
+  } else {
+    const Placement& p = ctx.plan.values.at(static_cast<size_t>(id));
+    if (p.arena < 0) throw ExportError("serialize: value '" + v.name + "' has no planned storage");
+    fb::PlannedStorageT s;
+    s.arena = static_cast<uint32_t>(p.arena);
+    s.offset = p.offset;
+    t->storage.Set(std::move(s));
+  }
+  return t;
+}
+
+std::unique_ptr<fb::NamedValueT> named(const std::string& name, uint32_t value) {
+  auto nv = std::make_unique<fb::NamedValueT>();
+  nv->name = name;
+  nv->value = value;
+  return nv;
+}
+
+std::unique_ptr<fb::InstructionT> make_kernel_call(const Node& node, const std::map<int, uint32_t>& index,
+                                                   uint32_t debug_id) {
+  auto call = fb::KernelCallT();
+  call.op = static_cast<fb::OpCode>(node.op);
+  for (int in : node.inputs) call.inputs.push_back(in < 0 ? -1 : static_cast<int32_t>(index.at(in)));
+  for (int out : node.outputs) call.outputs.push_back(index.at(out));
+  call.attrs = to_fb_attrs(node);
+  auto instr = std::make_unique<fb::InstructionT>();
+  instr->args.Set(std::move(call));
+  instr->debug_id = debug_id;
+  return instr;
+}
+
+// The nested Graph of a GRAPH delegate: its inputs and outputs have no storage (bound to the
+// caller's values), constants point into the Program's Constants segment, internals are Planned
+// in the calling Method's arenas.
+std::vector<uint8_t> build_delegate_payload(const StorageContext& ctx, const DelegateGraph& d, bool strip_debug) {
+  const Graph& graph = ctx.graph;
+  std::vector<int> order;
+  std::map<int, uint32_t> index;
+  auto add = [&](int id) {
+    if (id < 0 || index.count(id)) return;
+    index[id] = static_cast<uint32_t>(order.size());
+    order.push_back(id);
+  };
+  for (int v : d.inputs) add(v);
+  for (int v : d.outputs) add(v);
+  for (int n : d.nodes) {
+    for (int v : graph.nodes[static_cast<size_t>(n)].inputs) add(v);
+    for (int v : graph.nodes[static_cast<size_t>(n)].outputs) add(v);
+  }
+  const std::set<int> io(d.inputs.begin(), d.inputs.end());
+  const std::set<int> outs(d.outputs.begin(), d.outputs.end());
+  fb::GraphT g;
+  for (int id : order) g.values.push_back(make_tensor(ctx, id, !io.count(id) && !outs.count(id)));
+  for (int v : d.inputs) g.inputs.push_back(named(graph.values[static_cast<size_t>(v)].name, index.at(v)));
+  for (int v : d.outputs) g.outputs.push_back(named(graph.values[static_cast<size_t>(v)].name, index.at(v)));
+  for (int n : d.nodes) {
+    g.instructions.push_back(make_kernel_call(graph.nodes[static_cast<size_t>(n)], index,
+                                              strip_debug ? 0 : static_cast<uint32_t>(n) + 1));
+  }
+  // Lifetimes in the payload's own instruction order.
+  const uint32_t last = static_cast<uint32_t>(d.nodes.size()) - 1;
+  std::vector<uint32_t> first(order.size(), last), end(order.size(), 0);
+  for (size_t i = 0; i < d.nodes.size(); ++i) {
+    const Node& node = graph.nodes[static_cast<size_t>(d.nodes[i])];
+    for (const auto* list : {&node.inputs, &node.outputs}) {
+      for (int v : *list) {
+        if (v < 0) continue;
+        const uint32_t k = index.at(v);
+        first[k] = std::min(first[k], static_cast<uint32_t>(i));
+        end[k] = std::max(end[k], static_cast<uint32_t>(i));
+      }
+    }
+  }
+  for (size_t k = 0; k < order.size(); ++k) {
+    const int id = order[k];
+    if (io.count(id) || graph.values[static_cast<size_t>(id)].is_constant()) first[k] = 0;
+    if (outs.count(id) || graph.values[static_cast<size_t>(id)].is_constant()) end[k] = last;
+    g.lifetimes.emplace_back(first[k], std::max(first[k], end[k]));
+  }
+  g.symbols = to_fb_symbols(graph);
+  flatbuffers::FlatBufferBuilder fbb;
+  fbb.Finish(fb::CreateGraph(fbb, &g));
+  return std::vector<uint8_t>(fbb.GetBufferPointer(), fbb.GetBufferPointer() + fbb.GetSize());
+}
+
+}  // namespace
+
+uint64_t required_features_of(const Graph& graph) {
+  uint64_t bits = 0;
+  for (const Value& v : graph.values) {
+    switch (v.dtype) {
+      case ScalarType::F8E4M3FN:
+      case ScalarType::F8E5M2: bits |= kFeatureFp8; break;
+      case ScalarType::F4E2M1:
+      case ScalarType::UE4M3: bits |= kFeatureNvfp4; break;
+      case ScalarType::E8M0: bits |= kFeatureMxfp8; break;
+      default: break;
+    }
+  }
+  return bits;
+}
+
+SerializedProgram serialize_program(const Graph& graph, const Partition& partition, const MemoryPlan& plan,
+                                    const SerializeOptions& options) {
+  SerializedProgram result;
+  if (plan.values.size() != graph.values.size()) throw ExportError("serialize: the plan is for another graph");
+
+  // Constants: every constant a method instruction or a delegate reads, once, in value order.
+  std::set<int> constant_ids;
+  for (size_t s = 0; s < partition.steps.size(); ++s) {
+    for (int v : partition.step_inputs(graph, s)) {
+      if (v >= 0 && graph.values[static_cast<size_t>(v)].is_constant()) constant_ids.insert(v);
+    }
+  }
+  for (const DelegateGraph& d : partition.delegates) constant_ids.insert(d.constants.begin(), d.constants.end());
+  ConstantLayout constants;
+  for (int id : constant_ids) {
+    const auto& data = *graph.values[static_cast<size_t>(id)].data;
+    const uint64_t offset = align_up(constants.bytes.size(), kTensorAlignment);
+    constants.offsets[id] = offset;
+    constants.bytes.resize(offset + data.size());
+    if (!data.empty()) std::memcpy(constants.bytes.data() + offset, data.data(), data.size());
+    constants.payload_bytes += data.size();
+  }
+  result.constant_bytes = constants.payload_bytes;
+  result.constant_count = constant_ids.size();
+
+  // Segments, relative to the segment base.
+  std::vector<std::unique_ptr<fb::SegmentT>> segments;
+  std::vector<const std::vector<uint8_t>*> segment_data;
+  uint64_t segment_end = 0;
+  auto add_segment = [&](fb::SegmentKind kind, const std::vector<uint8_t>& bytes, uint64_t alignment) {
+    auto seg = std::make_unique<fb::SegmentT>();
+    seg->kind = kind;
+    seg->offset = align_up(segment_end, alignment);
+    seg->size = bytes.size();
+    seg->alignment = static_cast<uint32_t>(alignment);
+    seg->xxh64 = xxh64(bytes.data(), bytes.size());
+    segment_end = seg->offset + seg->size;
+    segments.push_back(std::move(seg));
+    segment_data.push_back(&bytes);
+    return static_cast<uint32_t>(segments.size() - 1);
+  };
+  uint32_t constant_segment = 0;
+  if (!constant_ids.empty()) constant_segment = add_segment(fb::SegmentKind::Constants, constants.bytes, kConstantSegmentAlignment);
+
+  std::vector<uint8_t> debug_bytes;
+  if (!options.strip_debug) {
+    fb::DebugInfoT info;
+    for (const Node& n : graph.nodes) {
+      auto dn = std::make_unique<fb::DebugNodeT>();
+      dn->name = n.name;
+      dn->source_op = n.source_op;
+      info.nodes.push_back(std::move(dn));
+    }
+    for (size_t d = 0; d < partition.delegates.size(); ++d) {
+      auto dn = std::make_unique<fb::DebugNodeT>();
+      dn->name = "delegate_" + std::to_string(d) + " [";
+      for (size_t i = 0; i < partition.delegates[d].nodes.size(); ++i) {
+        dn->name += (i ? ", " : "") + graph.nodes[static_cast<size_t>(partition.delegates[d].nodes[i])].name;
+      }
+      dn->name += "]";
+      dn->source_op = "delegate:" + partition.delegates[d].backend;
+      info.nodes.push_back(std::move(dn));
+    }
+    flatbuffers::FlatBufferBuilder dbb;
+    dbb.Finish(fb::CreateDebugInfo(dbb, &info));
+    debug_bytes.assign(dbb.GetBufferPointer(), dbb.GetBufferPointer() + dbb.GetSize());
+    add_segment(fb::SegmentKind::Debug, debug_bytes, kTensorAlignment);
+  }
+
+  // The Method's values: everything a method-level instruction or the IO touches.
+  std::set<int> method_ids;
+  for (const NamedValue& nv : graph.inputs) method_ids.insert(nv.value);
+  for (const NamedValue& nv : graph.outputs) method_ids.insert(nv.value);
+  for (size_t s = 0; s < partition.steps.size(); ++s) {
+    for (int v : partition.step_inputs(graph, s)) {
+      if (v >= 0) method_ids.insert(v);
+    }
+    for (int v : partition.step_outputs(graph, s)) method_ids.insert(v);
+  }
+  std::map<int, uint32_t> index;
+  for (int id : method_ids) index[id] = static_cast<uint32_t>(index.size());
+
+  const StorageContext ctx{graph, plan, constants, constant_segment};
+  auto g = std::make_unique<fb::GraphT>();
+  const uint32_t last_step = static_cast<uint32_t>(partition.steps.size()) - 1;
+  for (int id : method_ids) {
+    g->values.push_back(make_tensor(ctx, id, true));
+    const Placement& p = plan.values[static_cast<size_t>(id)];
+    if (graph.values[static_cast<size_t>(id)].is_constant()) {
+      g->lifetimes.emplace_back(0, last_step);
+    } else {
+      g->lifetimes.emplace_back(p.first, p.last);
+    }
+  }
+  for (const NamedValue& nv : graph.inputs) g->inputs.push_back(named(nv.name, index.at(nv.value)));
+  for (const NamedValue& nv : graph.outputs) g->outputs.push_back(named(nv.name, index.at(nv.value)));
+  std::vector<std::vector<uint8_t>> payloads;
+  for (const Step& step : partition.steps) {
+    if (step.kind == Step::Kind::Kernel) {
+      g->instructions.push_back(make_kernel_call(graph.nodes[static_cast<size_t>(step.index)], index,
+                                                 options.strip_debug ? 0 : static_cast<uint32_t>(step.index) + 1));
+      continue;
+    }
+    const DelegateGraph& d = partition.delegates[static_cast<size_t>(step.index)];
+    fb::DelegateCallT call;
+    call.index = static_cast<uint32_t>(step.index);
+    for (int v : d.inputs) call.inputs.push_back(index.at(v));
+    for (int v : d.outputs) call.outputs.push_back(index.at(v));
+    auto instr = std::make_unique<fb::InstructionT>();
+    instr->args.Set(std::move(call));
+    instr->debug_id = options.strip_debug ? 0 : static_cast<uint32_t>(graph.nodes.size() + step.index) + 1;
+    g->instructions.push_back(std::move(instr));
+  }
+  for (const DelegateGraph& d : partition.delegates) payloads.push_back(build_delegate_payload(ctx, d, options.strip_debug));
+  g->symbols = to_fb_symbols(graph);
+
+  flatbuffers::FlatBufferBuilder fbb(1 << 16);
+  std::vector<flatbuffers::Offset<fb::Delegate>> delegates;
+  for (size_t d = 0; d < payloads.size(); ++d) {
+    const auto backend = fbb.CreateString(partition.delegates[d].backend);
+    // 64-aligned, so the nested Graph's 8-byte structs are aligned in memory too.
+    fbb.ForceVectorAlignment(payloads[d].size(), 1, 64);
+    const auto payload = fbb.CreateVector(payloads[d]);
+    delegates.push_back(fb::CreateDelegate(fbb, backend, fb::DelegateFormat::Graph, kGraphDelegateFormatVersion,
+                                           payload, -1, 0));
+  }
+  const auto delegates_vec = fbb.CreateVector(delegates);
+  const auto graph_off = fb::CreateGraph(fbb, g.get());
+  std::vector<flatbuffers::Offset<fb::Arena>> arenas;
+  for (int a : {kActivationArena, kIoArena}) {
+    fb::ArenaT arena;
+    arena.id = static_cast<uint32_t>(a);
+    arena.kind = a == kActivationArena ? fb::ArenaKind::Activation : fb::ArenaKind::IO;
+    arena.device = fb::Device::Host;
+    arena.alignment = static_cast<uint32_t>(kPlanAlignment);
+    arena.size = a == kActivationArena ? plan.activation_size : plan.io_size;
+    arenas.push_back(fb::CreateArena(fbb, &arena));
+  }
+  const auto arenas_vec = fbb.CreateVector(arenas);
+  const auto method = fb::CreateMethod(fbb, fbb.CreateString(options.method_name), graph_off, arenas_vec,
+                                       delegates_vec, /*scratch_bytes=*/0);
+  std::vector<flatbuffers::Offset<fb::Segment>> segment_offsets;
+  for (const auto& s : segments) segment_offsets.push_back(fb::CreateSegment(fbb, s.get()));
+  const auto methods_vec = fbb.CreateVector(std::vector<flatbuffers::Offset<fb::Method>>{method});
+  const auto segments_vec = fbb.CreateVector(segment_offsets);
+  result.required_features = required_features_of(graph);
+  const auto program = fb::CreateProgram(fbb, fbb.CreateString(kProducer), methods_vec, segments_vec, 0, 0,
+                                         result.required_features);
+  fb::FinishProgramBuffer(fbb, program);
+
+  // The file.
+  const uint64_t fb_size = fbb.GetSize();
+  if (fb_size > kMaxFlatBufferSize) throw ExportError("serialize: the FlatBuffer exceeds 2 GiB");
+  FileHeader header;
+  header.flatbuffer_offset = kHeaderSize;
+  header.flatbuffer_size = static_cast<uint32_t>(fb_size);
+  header.segment_base = segments.empty() ? 0 : align_up(kHeaderSize + fb_size, kConstantSegmentAlignment);
+  header.segment_size = segment_end;
+  header.required_features = result.required_features;
+  header.flatbuffer_crc32c = crc32c(fbb.GetBufferPointer(), fb_size);
+  std::vector<uint8_t>& out = result.bytes;
+  out.assign(segments.empty() ? kHeaderSize + fb_size : header.segment_base + segment_end, 0);
+  encode_header(header, out.data());
+  std::memcpy(out.data() + kHeaderSize, fbb.GetBufferPointer(), fb_size);
+  for (size_t s = 0; s < segments.size(); ++s) {
+    if (!segment_data[s]->empty()) {
+      std::memcpy(out.data() + header.segment_base + segments[s]->offset, segment_data[s]->data(), segment_data[s]->size());
+    }
+  }
+  result.flatbuffer_size = fb_size;
+  result.segment_base = header.segment_base;
+  return result;
+}
+
+}  // namespace ember::exporter
