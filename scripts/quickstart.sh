@@ -13,5 +13,6 @@ $B/exporter/exporter --example cnn --backends null,portable -o out/cnn.pte
 echo "== runner --info out/cnn.pte"
 $B/tools/runner/runner --info out/cnn.pte
 echo "== run them"
-$B/tools/runner/runner --program out/mlp.pte --iterations 100 --threads 2 --output-dir out
-$B/tools/runner/runner --program out/cnn.pte --iterations 100 --threads 2 --output-dir out
+mkdir -p out/mlp out/cnn
+$B/tools/runner/runner --program out/mlp.pte --iterations 100 --threads 2 --output-dir out/mlp
+$B/tools/runner/runner --program out/cnn.pte --iterations 100 --threads 2 --output-dir out/cnn
