@@ -360,8 +360,9 @@ SerializedProgram serialize_program(const Graph& graph, const Partition& partiti
   std::vector<flatbuffers::Offset<fb::Delegate>> delegates;
   for (size_t d = 0; d < payloads.size(); ++d) {
     const auto backend = fbb.CreateString(partition.delegates[d].backend);
-    // 64-aligned, so the nested Graph's 8-byte structs are aligned in memory too.
-    fbb.ForceVectorAlignment(payloads[d].size(), 1, 64);
+    // 64-aligned, so the nested Graph's 8-byte structs are aligned in memory too. PreAlign, not
+    // ForceVectorAlignment: that one asserts alignment <= FLATBUFFERS_MAX_ALIGNMENT (32) in debug builds.
+    if (!payloads[d].empty()) fbb.PreAlign(payloads[d].size(), 64);
     const auto payload = fbb.CreateVector(payloads[d]);
     delegates.push_back(fb::CreateDelegate(fbb, backend, fb::DelegateFormat::Graph, kGraphDelegateFormatVersion,
                                            payload, -1, 0));

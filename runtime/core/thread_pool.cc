@@ -72,6 +72,10 @@ void FixedThreadPool::worker_main(State* s) {
       s->wake.wait(lock, [&] { return s->stopping || s->generation != seen; });
       if (s->stopping) return;
       seen = s->generation;
+      // A worker that wakes after this call's tasks are all done must not join it: the caller may
+      // already have returned (fn/arg dangle), and the next call resets `next`/`finished`, so a late
+      // joiner would run the old fn on the new call's indices and over-count `finished` (hang).
+      if (s->finished.load(std::memory_order_acquire) >= s->count) continue;
       fn = s->fn;
       arg = s->arg;
       count = s->count;

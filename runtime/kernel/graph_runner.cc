@@ -113,13 +113,43 @@ void decode_attrs(const fb::KernelCall& call, OpAttrs* a) {
   }
 }
 
-// Appends "; text" to a fixed buffer, keeping it NUL-terminated.
-void append(char* buffer, size_t size, const char* text) {
-  const size_t used = std::strlen(buffer);
-  if (used + 1 < size) std::snprintf(buffer + used, size - used, "%s%s", used ? "; " : "", text);
-}
-
 }  // namespace
+
+// Every missing kernel of a graph, grouped by key, so one KernelMissing message names each distinct
+// signature once with its instructions ("linear(f32, f8_e4m3fn, -, f32) at 0, 2, 4 (node fc1)").
+struct GraphRunner::MissingKernels {
+  static constexpr uint32_t kMaxKeys = 32;
+  struct Entry {
+    KernelKey key;
+    uint32_t first_instruction;
+    uint32_t count;
+    char instructions[40];
+  };
+  Entry entries[kMaxKeys];
+  uint32_t key_count = 0;
+  uint32_t instruction_count = 0;
+
+  void add(const KernelKey& key, uint32_t instruction) {
+    ++instruction_count;
+    for (uint32_t k = 0; k < key_count; ++k) {
+      Entry& e = entries[k];
+      if (e.key == key) {
+        const size_t used = std::strlen(e.instructions);
+        if (used + 1 < sizeof(e.instructions)) {
+          std::snprintf(e.instructions + used, sizeof(e.instructions) - used, ", %u", instruction);
+        }
+        ++e.count;
+        return;
+      }
+    }
+    if (key_count == kMaxKeys) return;  // counted, not named
+    Entry& e = entries[key_count++];
+    e.key = key;
+    e.first_instruction = instruction;
+    e.count = 1;
+    std::snprintf(e.instructions, sizeof(e.instructions), "%u", instruction);
+  }
+};
 
 size_t GraphRunner::memory_bytes(const fb::Graph& graph) {
   const size_t values = size_of(graph.values());
@@ -162,8 +192,7 @@ Status GraphRunner::bind(const GraphView& graph, const KernelRegistry* kernels, 
     capacity_[v] = t.storage_type() == fb::Storage::StateStorage ? values_[v].nbytes() : t.nbytes();
   }
 
-  char missing[ErrorContext::kMessageSize] = {0};
-  uint32_t missing_count = 0;
+  MissingKernels missing;
   uint32_t next_arg = 0;
   for (uint32_t i = 0; i < instruction_count_; ++i) {
     const fb::Instruction& ins = *g.instructions()->Get(i);
@@ -177,7 +206,7 @@ Status GraphRunner::bind(const GraphView& graph, const KernelRegistry* kernels, 
         b->output_count = static_cast<uint8_t>(size_of(call.outputs()));
         for (uint32_t k = 0; k < b->input_count; ++k) args_[next_arg++] = call.inputs()->Get(k);
         for (uint32_t k = 0; k < b->output_count; ++k) args_[next_arg++] = static_cast<int32_t>(call.outputs()->Get(k));
-        EMBER_RETURN_IF_ERROR(bind_kernel(i, call, kernels, missing, sizeof(missing), &missing_count, ctx));
+        EMBER_RETURN_IF_ERROR(bind_kernel(i, call, kernels, &missing, ctx));
         break;
       }
       case fb::InstructionArgs::DelegateCall: b->kind = BoundKind::Delegate; break;
@@ -195,9 +224,22 @@ Status GraphRunner::bind(const GraphView& graph, const KernelRegistry* kernels, 
         return EMBER_FAIL(ctx, Error::InvalidProgram, "instruction %u has no kind", i);
     }
   }
-  if (missing_count > 0) {
+  if (missing.instruction_count > 0) {
     if (ctx) ctx->phase = ErrorContext::Phase::Load;
-    return EMBER_FAIL(ctx, Error::KernelMissing, "%u instruction(s) without a kernel: %s", missing_count, missing);
+    char text[ErrorContext::kMessageSize * 2] = {0};
+    size_t used = 0;
+    for (uint32_t k = 0; k < missing.key_count && used + 1 < sizeof(text); ++k) {
+      const MissingKernels::Entry& e = missing.entries[k];
+      char key[128];
+      format_key(e.key, key, sizeof(key));
+      const char* node = node_name(e.first_instruction);
+      const int n = std::snprintf(text + used, sizeof(text) - used, "%s%s at %s%s%s%s", k ? "; " : "", key,
+                                  e.instructions, node[0] ? " (node " : "", node, node[0] ? ")" : "");
+      used += n > 0 ? static_cast<size_t>(n) : 0;
+    }
+    if (ctx && !ctx->has_error()) ctx->instruction = static_cast<int32_t>(missing.entries[0].first_instruction);
+    return EMBER_FAIL(ctx, Error::KernelMissing, "%u instruction(s), %u signature(s) without a kernel: %s",
+                      missing.instruction_count, missing.key_count, text);
   }
   // Check every kernel's output shape at the upper bounds against what the file declares, so a
   // kernel can never write past its planned bytes.
@@ -237,7 +279,7 @@ Status GraphRunner::bind(const GraphView& graph, const KernelRegistry* kernels, 
 }
 
 Status GraphRunner::bind_kernel(uint32_t i, const fb::KernelCall& call, const KernelRegistry* kernels,
-                                char* missing, size_t missing_size, uint32_t* missing_count, ErrorContext* ctx) {
+                                MissingKernels* missing, ErrorContext* ctx) {
   Bound& b = instructions_[i];
   const OpCode op = static_cast<OpCode>(call.op());
   b.info = find_op_info(op);
@@ -258,16 +300,7 @@ Status GraphRunner::bind_kernel(uint32_t i, const fb::KernelCall& call, const Ke
   }
   if (b.input_count > 0 && args_[b.arg_begin] >= 0) key.dim_order = values_[args_[b.arg_begin]].dim_order;
   b.kernel = kernels ? kernels->find(key) : nullptr;
-  if (b.kernel == nullptr) {
-    char text[160], formatted[120];
-    format_key(key, formatted, sizeof(formatted));
-    const char* node = node_name(i);
-    std::snprintf(text, sizeof(text), "%s at instruction %u%s%s%s", formatted, i, node[0] ? " (node " : "", node,
-                  node[0] ? ")" : "");
-    if (*missing_count == 0 && ctx && !ctx->has_error()) ctx->instruction = static_cast<int32_t>(i);
-    append(missing, missing_size, text);
-    ++*missing_count;
-  }
+  if (b.kernel == nullptr) missing->add(key, i);
   return Status::ok();
 }
 

@@ -63,8 +63,9 @@ class GraphRunner {
 
  private:
   struct Bound;
+  struct MissingKernels;
   Status bind_kernel(uint32_t i, const fb::KernelCall& call, const KernelRegistry* kernels,
-                     char* missing, size_t missing_size, uint32_t* missing_count, ErrorContext* ctx);
+                     MissingKernels* missing, ErrorContext* ctx);
   Status derive_symbols(ErrorContext* ctx);
   Status run_kernel(const Bound& b, uint32_t i, KernelContext& kernel_ctx, ErrorContext* ctx);
 

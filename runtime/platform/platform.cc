@@ -54,7 +54,10 @@ void platform_log(LogLevel level, const char* file, int line, const char* format
   g_hooks.log(level, file, line, message);
 }
 
-void platform_abort() { g_hooks.abort(); }
+void platform_abort() {
+  g_hooks.abort();
+  std::abort();  // a hook that returns anyway
+}
 uint64_t platform_now_ns() { return g_hooks.now_ns(); }
 void* platform_aligned_alloc(size_t alignment, size_t size) {
   return g_hooks.aligned_alloc(alignment, size);

@@ -12,7 +12,7 @@ enum class LogLevel : uint8_t { Debug = 0, Info = 1, Warning = 2, Error = 3 };
 
 struct PlatformHooks {
   void (*log)(LogLevel level, const char* file, int line, const char* message) = nullptr;
-  [[noreturn]] void (*abort)() = nullptr;
+  void (*abort)() = nullptr;  // must not return ([[noreturn]] cannot apply to a pointer: clang rejects it)
   uint64_t (*now_ns)() = nullptr;  // monotonic
   void* (*aligned_alloc)(size_t alignment, size_t size) = nullptr;  // nullptr on failure
   void (*aligned_free)(void* ptr) = nullptr;

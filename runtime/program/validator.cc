@@ -185,6 +185,10 @@ class GraphValidator {
 
   Status check_storage(uint32_t v, const fb::Tensor& t, uint64_t nbytes) {
     const bool io = is_input(v, kNoIndex) || is_output(v);
+    // A union tag naming a member whose table is absent passes the FlatBuffers verifier.
+    if (t.storage_type() != fb::Storage::NONE && t.storage() == nullptr) {
+      return fail_value(v, "storage tag %u without its table", static_cast<unsigned>(t.storage_type()));
+    }
     switch (t.storage_type()) {
       case fb::Storage::NONE:
         if (is_delegate_ && io) return Status::ok();
@@ -276,6 +280,9 @@ class GraphValidator {
   }
 
   Status check_attrs(uint32_t i, const fb::KernelCall& call) {
+    if (call.attrs_type() != fb::Attributes::NONE && call.attrs() == nullptr) {
+      return fail_instruction(i, "attribute table %u is missing", static_cast<unsigned>(call.attrs_type()));
+    }
     switch (call.attrs_type()) {
       case fb::Attributes::GeluAttrs: {
         const auto a = call.attrs_as_GeluAttrs()->approximate();
@@ -330,6 +337,10 @@ class GraphValidator {
     const uint32_t count = size_of(graph_.instructions());
     for (uint32_t i = 0; i < count; ++i) {
       const fb::Instruction* ins = graph_.instructions()->Get(i);
+      // A union tag naming a member whose table is absent passes the FlatBuffers verifier.
+      if (ins->args_type() != fb::InstructionArgs::NONE && ins->args() == nullptr) {
+        return fail_instruction(i, "instruction kind %u without its table", static_cast<unsigned>(ins->args_type()));
+      }
       switch (ins->args_type()) {
         case fb::InstructionArgs::KernelCall: {
           const fb::KernelCall* call = ins->args_as_KernelCall();

@@ -1,0 +1,251 @@
+#include "tests/common/program_util.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <map>
+#include <mutex>
+#include <sstream>
+
+#include "backends/null/register.h"
+#include "exporter/importers/builder/examples.h"
+#include "kernels/builtin.h"
+
+namespace ember::testing {
+
+AlignedBuffer::AlignedBuffer(size_t size, size_t alignment) : size_(size) {
+  const size_t rounded = ((size == 0 ? 1 : size) + alignment - 1) / alignment * alignment;
+  uint8_t* p = static_cast<uint8_t*>(std::aligned_alloc(alignment, rounded));
+  if (p == nullptr) std::abort();
+  std::memset(p, 0, rounded);
+  data_.reset(p);
+}
+
+AlignedBuffer::AlignedBuffer(const uint8_t* data, size_t size, size_t alignment) : AlignedBuffer(size, alignment) {
+  if (size) std::memcpy(data_.get(), data, size);
+}
+
+Runtime::Runtime(const RuntimeOptions& options)
+    : kernels(std::make_unique<KernelRegistry>()), backends(std::make_unique<BackendRegistry>()) {
+  if (options.kernels && !register_builtin(*kernels).is_ok()) ADD_FAILURE() << "register_builtin failed";
+  if (options.null_backend && !backends::null_backend::register_backend(*backends).is_ok()) {
+    ADD_FAILURE() << "null backend registration failed";
+  }
+  if (options.threads > 0) pool = std::make_unique<FixedThreadPool>(options.threads);
+  context.kernels = kernels.get();
+  context.backends = backends.get();
+  context.pool = pool.get();
+}
+
+namespace {
+
+const char* quant_name(QuantLayout q) {
+  switch (q) {
+    case QuantLayout::None: return "none";
+    case QuantLayout::PerTensor: return "per_tensor";
+    case QuantLayout::PerChannel: return "per_channel";
+    case QuantLayout::Block2d: return "block2d";
+    case QuantLayout::Mx: return "mx";
+    case QuantLayout::Nvfp4: return "nvfp4";
+  }
+  return "none";
+}
+
+std::string dtypes_json(const KernelKey& key) {
+  std::string s = "[";
+  for (int i = 0; i < key.arg_count; ++i) {
+    if (i) s += ", ";
+    s += "\"";
+    s += key.dtypes[i] == ScalarType::Invalid ? "-" : to_string(key.dtypes[i]);
+    s += "\"";
+  }
+  return s + "]";
+}
+
+std::string manifest_json() {
+  auto registry = std::make_unique<KernelRegistry>();
+  if (!register_builtin(*registry).is_ok()) throw std::runtime_error("register_builtin failed");
+  std::ostringstream out;
+  out << "{\"format\": 1, \"runtime_version\": \"0.1.0\", \"kernels\": [\n";
+  for (size_t i = 0; i < registry->size(); ++i) {
+    const KernelRegistry::Entry& e = registry->entry(i);
+    out << (i ? ",\n" : "") << "{\"op\": \"" << to_string(e.key.op) << "\", \"dtypes\": " << dtypes_json(e.key)
+        << ", \"dim_order\": \"" << (e.key.dim_order == DimOrder::ChannelsLast ? "channels_last" : "contiguous")
+        << "\", \"quant\": \"" << quant_name(e.key.quant) << "\", \"library\": \"" << e.library << "\"}";
+  }
+  out << "],\n\"backends\": [{\"id\": \"" << backends::null_backend::kBackendId << "\", \"ops\": [\n";
+  bool first = true;
+  for (size_t i = 0; i < registry->size(); ++i) {
+    const KernelRegistry::Entry& e = registry->entry(i);
+    bool listed = false;
+    for (OpCode op : backends::null_backend::supported_ops()) listed = listed || op == e.key.op;
+    if (!listed || e.key.quant != QuantLayout::None) continue;
+    out << (first ? "" : ",\n") << "{\"op\": \"" << to_string(e.key.op) << "\", \"dtypes\": " << dtypes_json(e.key)
+        << "}";
+    first = false;
+  }
+  out << "]}]}\n";
+  return out.str();
+}
+
+}  // namespace
+
+const exporter::CapabilityManifest& builtin_manifest() {
+  static const exporter::CapabilityManifest manifest =
+      exporter::CapabilityManifest::parse(manifest_json(), "in-process test manifest");
+  return manifest;
+}
+
+exporter::ExportResult export_program(exporter::Graph graph, const std::vector<std::string>& backends) {
+  exporter::ExportOptions options;
+  options.manifest = &builtin_manifest();
+  options.backends = backends;
+  return exporter::export_graph(std::move(graph), options);
+}
+
+const exporter::ExportResult& example(const std::string& name) {
+  static std::mutex mutex;
+  static std::map<std::string, std::unique_ptr<exporter::ExportResult>> cache;
+  std::lock_guard<std::mutex> lock(mutex);
+  auto it = cache.find(name);
+  if (it != cache.end()) return *it->second;
+  std::unique_ptr<exporter::ExportResult> r;
+  if (name == "mlp") {
+    r = std::make_unique<exporter::ExportResult>(export_program(exporter::build_mlp_example(1)));
+  } else if (name == "cnn") {
+    r = std::make_unique<exporter::ExportResult>(export_program(exporter::build_cnn_example(1)));
+  } else if (name == "cnn_null") {
+    r = std::make_unique<exporter::ExportResult>(export_program(exporter::build_cnn_example(1), {"null", "portable"}));
+  } else {
+    throw std::runtime_error("unknown example " + name);
+  }
+  return *cache.emplace(name, std::move(r)).first->second;
+}
+
+LoadedProgram::LoadedProgram(const std::vector<uint8_t>& file, const RuntimeContext& runtime,
+                             const LoadOptions& options)
+    : bytes_(file.data(), file.size(), 65536),
+      loader_(std::make_unique<BufferDataLoader>(bytes_.data(), file.size())) {
+  Result<Program> r = Program::load(*loader_, runtime, options, &ctx_);
+  if (r.is_ok()) {
+    program_.emplace(std::move(r).value());
+  } else {
+    error_ = r.error();
+  }
+}
+
+MethodMemory::MethodMemory(const MethodMeta& meta, size_t allocator_bytes, const std::vector<size_t>& arena_shrink) {
+  const size_t alloc_size = allocator_bytes == SIZE_MAX ? meta.method_allocator_bytes() : allocator_bytes;
+  allocator_memory_ = AlignedBuffer(alloc_size, 64);
+  allocator_ = std::make_unique<BumpAllocator>(Span<uint8_t>(allocator_memory_.data(), alloc_size));
+  for (size_t a = 0; a < meta.arena_count(); ++a) {
+    Result<ArenaMeta> arena = meta.arena(a);
+    EXPECT_TRUE(arena.is_ok());
+    const size_t shrink = a < arena_shrink.size() ? arena_shrink[a] : 0;
+    const size_t size = static_cast<size_t>(arena->size) - shrink;
+    arena_memory_.emplace_back(size, arena->alignment < 64 ? 64 : arena->alignment);
+    arenas_.emplace_back(arena_memory_.back().data(), size);
+  }
+  scratch_ = AlignedBuffer(meta.scratch_bytes(), 64);
+  plan_ = std::make_unique<MemoryPlan>(*allocator_, Span<Span<uint8_t>>(arenas_.data(), arenas_.size()),
+                                       Span<uint8_t>(scratch_.data(), meta.scratch_bytes()));
+}
+
+LoadedMethod::LoadedMethod(const std::vector<uint8_t>& file, const RuntimeContext& runtime, const LoadOptions& options,
+                           const char* method)
+    : program_(file, runtime, options) {
+  if (!program_.ok()) {
+    error_ = program_.error();
+    ctx_ = program_.ctx();
+    return;
+  }
+  Result<MethodMeta> meta = program_.program().method_meta(method, &ctx_);
+  if (!meta.is_ok()) {
+    error_ = meta.error();
+    return;
+  }
+  memory_ = std::make_unique<MethodMemory>(*meta);
+  Result<Method> m = program_.program().load_method(method, memory_->plan(), &ctx_);
+  if (!m.is_ok()) {
+    error_ = m.error();
+    return;
+  }
+  method_.emplace(std::move(m).value());
+}
+
+TensorView view_of(const exporter::HostTensor& t) {
+  TensorView v;
+  v.data = const_cast<uint8_t*>(t.bytes.data());
+  v.dtype = t.dtype;
+  v.rank = static_cast<uint8_t>(t.dims.size());
+  for (size_t d = 0; d < t.dims.size(); ++d) v.dims[d] = t.dims[d];
+  return v;
+}
+
+exporter::HostTensor copy_of(const TensorView& v) {
+  exporter::HostTensor h;
+  h.dtype = v.dtype;
+  h.dims.assign(v.dims, v.dims + v.rank);
+  const uint8_t* p = static_cast<const uint8_t*>(v.data);
+  h.bytes.assign(p, p + v.nbytes());
+  return h;
+}
+
+std::vector<exporter::HostTensor> run_method(Method& method, const std::vector<exporter::HostTensor>& inputs) {
+  ErrorContext ctx;
+  if (inputs.size() != method.input_count()) {
+    ADD_FAILURE() << "method takes " << method.input_count() << " inputs, given " << inputs.size();
+    return {};
+  }
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const Status s = method.set_input(i, view_of(inputs[i]), &ctx);
+    if (!s.is_ok()) {
+      ADD_FAILURE() << "set_input(" << i << "): " << to_string(s.code()) << ": " << ctx.message;
+      return {};
+    }
+  }
+  const Status s = method.execute(&ctx);
+  if (!s.is_ok()) {
+    ADD_FAILURE() << "execute: " << to_string(s.code()) << ": " << ctx.message;
+    return {};
+  }
+  std::vector<exporter::HostTensor> outputs;
+  for (size_t o = 0; o < method.output_count(); ++o) outputs.push_back(copy_of(*method.output(o)));
+  return outputs;
+}
+
+std::vector<float> pattern(size_t n, uint32_t seed) {
+  std::vector<float> v(n);
+  for (size_t i = 0; i < n; ++i) v[i] = 2.0f * std::sin(0.37f * static_cast<float>(i) + 0.91f * static_cast<float>(seed));
+  return v;
+}
+
+void ExpectAllClose(const exporter::HostTensor& actual, const exporter::HostTensor& expected, Tolerance tol) {
+  ASSERT_EQ(actual.dtype, expected.dtype);
+  ASSERT_EQ(actual.dims, expected.dims);
+  const std::vector<float> a = actual.to_f32(), e = expected.to_f32();
+  ASSERT_EQ(a.size(), e.size());
+  for (size_t i = 0; i < a.size(); ++i) {
+    const float bound = tol.abs + tol.rel * std::fabs(e[i]);
+    if (!(std::fabs(a[i] - e[i]) <= bound)) {
+      ADD_FAILURE() << "first mismatch at element " << i << " of " << a.size() << ": actual " << a[i] << ", expected "
+                    << e[i] << " (|diff| " << std::fabs(a[i] - e[i]) << " > " << bound << ")";
+      return;
+    }
+  }
+}
+
+void ExpectBitwiseEqual(const exporter::HostTensor& a, const exporter::HostTensor& b) {
+  ASSERT_EQ(a.dtype, b.dtype);
+  ASSERT_EQ(a.dims, b.dims);
+  ASSERT_EQ(a.bytes.size(), b.bytes.size());
+  for (size_t i = 0; i < a.bytes.size(); ++i) {
+    if (a.bytes[i] != b.bytes[i]) {
+      ADD_FAILURE() << "first differing byte " << i << " of " << a.bytes.size();
+      return;
+    }
+  }
+}
+
+}  // namespace ember::testing

@@ -1,0 +1,157 @@
+// Replays a few thousand deterministic mutations (byte flips, word overwrites, truncations,
+// splices, insertions/deletions) of the example programs through the fuzz entry point, so the
+// default suite covers the fuzzed path without clang. Also writes the libFuzzer seed corpus.
+#include <gtest/gtest.h>
+
+#include <sys/stat.h>
+
+#include <cstdio>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "tests/common/program_util.h"
+#include "tests/common/pte_edit.h"
+#include "tests/fuzz/fuzz_load.h"
+
+namespace ember {
+namespace {
+
+std::vector<uint8_t> WithControl(uint8_t control, const std::vector<uint8_t>& file) {
+  std::vector<uint8_t> input;
+  input.reserve(file.size() + 1);
+  input.push_back(control);
+  input.insert(input.end(), file.begin(), file.end());
+  return input;
+}
+
+int RunOne(const std::vector<uint8_t>& input) { return fuzz::load_one(input.data(), input.size()); }
+
+const char* const kExamples[] = {"mlp", "cnn", "cnn_null"};
+
+TEST(FuzzReplayTest, SeedsLoadAndExecuteUnderEveryControlByte) {
+  for (const char* name : kExamples) {
+    for (uint8_t control = 0; control < 8; ++control) {
+      const fuzz::Stats before = fuzz::stats();
+      RunOne(WithControl(control, testing::example(name).program.bytes));
+      const fuzz::Stats after = fuzz::stats();
+      EXPECT_EQ(after.loaded, before.loaded + 1) << name << " control " << int(control);
+      EXPECT_EQ(after.executed, before.executed + 2) << name << " control " << int(control);
+    }
+  }
+}
+
+std::vector<uint8_t> Mutate(const std::vector<uint8_t>& base, const std::vector<uint8_t>& other, std::mt19937_64& rng) {
+  std::vector<uint8_t> f = base;
+  const FileHeader h = testing::header_of(base);
+  const size_t fb_begin = h.flatbuffer_offset, fb_end = h.flatbuffer_offset + h.flatbuffer_size;
+  auto uniform = [&](size_t lo, size_t hi) { return std::uniform_int_distribution<size_t>(lo, hi)(rng); };
+  // Positions: mostly inside the FlatBuffer (where structure lives), sometimes anywhere.
+  auto position = [&] { return uniform(0, 3) != 0 ? uniform(fb_begin, fb_end - 1) : uniform(0, f.size() - 1); };
+  switch (uniform(0, 6)) {
+    case 0:
+    case 1: {  // flip 1..4 bytes
+      const size_t n = uniform(1, 4);
+      for (size_t i = 0; i < n; ++i) f[position()] ^= static_cast<uint8_t>(uniform(1, 255));
+      break;
+    }
+    case 2: {  // an interesting 32-bit value at an aligned word
+      static const uint32_t kValues[] = {0, 1, 0xFF, 0xFFFF, 0x7FFFFFFF, 0x80000000u, 0xFFFFFFFFu, 64, 65536,
+                                         static_cast<uint32_t>(base.size())};
+      size_t at = position() & ~size_t{3};
+      if (at + 4 > f.size()) at = f.size() - 4;
+      const uint32_t v = kValues[uniform(0, sizeof(kValues) / sizeof(kValues[0]) - 1)];
+      for (int i = 0; i < 4; ++i) f[at + i] = static_cast<uint8_t>(v >> (8 * i));
+      break;
+    }
+    case 3:  // truncate
+      f.resize(uniform(0, f.size() - 1));
+      break;
+    case 4: {  // splice a range of the other example over this one
+      const size_t len = uniform(1, 256);
+      const size_t dst = position();
+      const size_t src = uniform(0, other.size() - 1);
+      for (size_t i = 0; i < len && dst + i < f.size() && src + i < other.size(); ++i) f[dst + i] = other[src + i];
+      break;
+    }
+    case 5: {  // delete bytes inside the FlatBuffer (shifts everything after)
+      const size_t at = uniform(fb_begin, fb_end - 1);
+      const size_t len = std::min(uniform(1, 16), f.size() - at);
+      f.erase(f.begin() + static_cast<std::ptrdiff_t>(at), f.begin() + static_cast<std::ptrdiff_t>(at + len));
+      break;
+    }
+    default: {  // insert bytes inside the FlatBuffer
+      const size_t at = uniform(fb_begin, fb_end - 1);
+      const size_t len = uniform(1, 16);
+      std::vector<uint8_t> junk(len);
+      for (uint8_t& b : junk) b = static_cast<uint8_t>(uniform(0, 255));
+      f.insert(f.begin() + static_cast<std::ptrdiff_t>(at), junk.begin(), junk.end());
+      break;
+    }
+  }
+  return f;
+}
+
+TEST(FuzzReplayTest, DeterministicMutationsNeverCrash) {
+  constexpr int kPerExample = 1200;
+  std::mt19937_64 rng(20261122);
+  const fuzz::Stats before = fuzz::stats();
+  for (size_t e = 0; e < 3; ++e) {
+    const std::vector<uint8_t>& base = testing::example(kExamples[e]).program.bytes;
+    const std::vector<uint8_t>& other = testing::example(kExamples[(e + 1) % 3]).program.bytes;
+    for (int i = 0; i < kPerExample; ++i) {
+      std::vector<uint8_t> mutated = Mutate(base, other, rng);
+      // Mostly with CRCs fixed, so the verifier and the validator see the mutation.
+      uint8_t control = static_cast<uint8_t>(rng() & 7);
+      if (rng() % 4 != 0) control |= fuzz::kFixCrcs;
+      RunOne(WithControl(control, mutated));
+    }
+  }
+  const fuzz::Stats after = fuzz::stats();
+  const uint64_t inputs = after.inputs - before.inputs;
+  EXPECT_EQ(inputs, 3u * kPerExample);
+  // Not a correctness criterion, but a sign the mutations are not all stopped at the first check.
+  EXPECT_GT(after.loaded - before.loaded, inputs / 20);
+  std::printf("replayed %llu inputs: %llu loaded, %llu methods loaded, %llu executes ok\n",
+              static_cast<unsigned long long>(inputs),
+              static_cast<unsigned long long>(after.loaded - before.loaded),
+              static_cast<unsigned long long>(after.methods_loaded - before.methods_loaded),
+              static_cast<unsigned long long>(after.executed - before.executed));
+}
+
+TEST(FuzzReplayTest, TinyAndDegenerateInputs) {
+  const std::vector<std::vector<uint8_t>> inputs = {
+      {}, {0}, {1}, {1, 'E', 'M', 'B', 'R'}, std::vector<uint8_t>(65, 0), std::vector<uint8_t>(65, 0xFF)};
+  for (const auto& in : inputs) RunOne(in);
+  // A header alone, CRCs fixed, claiming a FlatBuffer that is not there.
+  std::vector<uint8_t> header(1 + 64 + 64, 0);
+  FileHeader h;
+  h.flatbuffer_offset = 64;
+  h.flatbuffer_size = 64;
+  encode_header(h, header.data() + 1);
+  header[0] = fuzz::kFixCrcs;
+  RunOne(header);
+  SUCCEED();
+}
+
+// Seed corpus for ember_fuzz_load: every example under a few control bytes.
+TEST(FuzzReplayTest, WritesSeedCorpus) {
+  const std::string dir = EMBER_FUZZ_CORPUS_DIR;
+  ::mkdir(dir.c_str(), 0755);
+  size_t written = 0;
+  for (const char* name : kExamples) {
+    for (uint8_t control : {uint8_t{0}, uint8_t{fuzz::kFixCrcs}, uint8_t{fuzz::kFixCrcs | fuzz::kStructural},
+                            uint8_t{fuzz::kFixCrcs | fuzz::kNoNullBackend}}) {
+      const std::vector<uint8_t> input = WithControl(control, testing::example(name).program.bytes);
+      const std::string path = dir + "/" + name + "_" + std::to_string(control);
+      FILE* f = std::fopen(path.c_str(), "wb");
+      ASSERT_NE(f, nullptr) << path;
+      written += std::fwrite(input.data(), 1, input.size(), f) == input.size();
+      std::fclose(f);
+    }
+  }
+  EXPECT_EQ(written, 12u);
+}
+
+}  // namespace
+}  // namespace ember
