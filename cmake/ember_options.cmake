@@ -31,8 +31,10 @@ if(EMBER_SANITIZE)
   # Sanitizers must cover every object in the process, so this is the one global flag.
   # vptr off: UBSan's vptr check needs RTTI, and the runtime is built without it, so test code
   # (built with RTTI) that constructs runtime classes would reference typeinfo that does not exist.
-  add_compile_options(-fsanitize=${EMBER_SANITIZE} -fno-omit-frame-pointer -fno-sanitize-recover=all
-                      $<$<MATCH:${EMBER_SANITIZE},undefined>:-fno-sanitize=vptr>)
+  add_compile_options(-fsanitize=${EMBER_SANITIZE} -fno-omit-frame-pointer -fno-sanitize-recover=all)
+  if(EMBER_SANITIZE MATCHES "undefined")
+    add_compile_options(-fno-sanitize=vptr)
+  endif()
   add_link_options(-fsanitize=${EMBER_SANITIZE})
 endif()
 
