@@ -10,6 +10,7 @@
 
 #include "backends/null/register.h"
 #include "exporter/importers/builder/examples.h"
+#include "exporter/plan/overlap_check.h"
 #include "kernels/builtin.h"
 
 namespace ember::testing {
@@ -101,7 +102,12 @@ exporter::ExportResult export_program(exporter::Graph graph, const std::vector<s
   exporter::ExportOptions options;
   options.manifest = &builtin_manifest();
   options.backends = backends;
-  return exporter::export_graph(std::move(graph), options);
+  exporter::ExportResult result = exporter::export_graph(std::move(graph), options);
+  // Every program the tests export also passes the independent memory-plan checker.
+  for (const std::string& violation : exporter::check_overlaps(result.program.bytes)) {
+    ADD_FAILURE() << "memory plan of an exported test program: " << violation;
+  }
+  return result;
 }
 
 const exporter::ExportResult& example(const std::string& name) {

@@ -12,6 +12,7 @@
 #include "exporter/importers/builder/examples.h"
 #include "exporter/passes/evaluate.h"
 #include "exporter/pipeline.h"
+#include "exporter/plan/overlap_check.h"
 #include "kernels/builtin.h"
 #include "runtime/backend/backend.h"
 #include "runtime/core/memory_allocator.h"
@@ -118,6 +119,7 @@ TEST(EndToEndTest, MlpMatchesOracleAtSeveralBatchSizes) {
   ExportOptions options;
   options.manifest = &testing::test_manifest();
   const ExportResult r = export_graph(build_mlp_example(1), options);
+  EXPECT_TRUE(check_overlaps(r.program.bytes).empty());
   for (int64_t batch : {1, 3, 8}) {
     SCOPED_TRACE("batch " + std::to_string(batch));
     const std::vector<HostTensor> in{HostTensor::from_f32({batch, 64}, pattern(static_cast<size_t>(batch) * 64))};
@@ -135,6 +137,7 @@ TEST(EndToEndTest, CnnWithNullDelegateMatchesOracle) {
     options.manifest = &testing::test_manifest();
     options.backends = backends;
     const ExportResult r = export_graph(build_cnn_example(1), options);
+    EXPECT_TRUE(check_overlaps(r.program.bytes).empty());
     EXPECT_EQ(r.partition.delegates.size(), backends.size() == 2 ? 1u : 0u);
     const std::vector<HostTensor> in{HostTensor::from_f32({1, 3, 32, 32}, pattern(3 * 32 * 32))};
     const auto expected = evaluate(r.graph, in);
@@ -154,6 +157,7 @@ TEST(EndToEndTest, RandomGraphsMatchOracle) {
       options.fold_constants = false;
       if (delegate) options.backends = {"null", "portable"};
       const ExportResult r = export_graph(testing::random_graph(seed, seed % 2 == 0), options);
+      EXPECT_TRUE(check_overlaps(r.program.bytes).empty());
       const int64_t rows = seed % 2 == 0 ? 1 + static_cast<int64_t>(seed % 6) : 3;
       std::vector<HostTensor> in;
       for (const NamedValue& nv : r.graph.inputs) {
