@@ -107,10 +107,42 @@ void decode_attrs(const fb::KernelCall& call, OpAttrs* a) {
       }
       break;
     }
+    case fb::Attributes::ClipAttrs:
+      a->kind = AttrKind::Clip;
+      a->clip_min = call.attrs_as_ClipAttrs()->min();
+      a->clip_max = call.attrs_as_ClipAttrs()->max();
+      break;
+    case fb::Attributes::HardSigmoidAttrs:
+      a->kind = AttrKind::HardSigmoid;
+      a->alpha = call.attrs_as_HardSigmoidAttrs()->alpha();
+      a->beta = call.attrs_as_HardSigmoidAttrs()->beta();
+      break;
+    case fb::Attributes::ReduceAttrs: {
+      const fb::ReduceAttrs* r = call.attrs_as_ReduceAttrs();
+      a->kind = AttrKind::Reduce;
+      a->count = static_cast<uint8_t>(size_of(r->axes()));
+      copy_ints(r->axes(), a->axes, a->count);
+      a->keepdims = r->keepdims();
+      break;
+    }
+    case fb::Attributes::PadAttrs: {
+      const fb::PadAttrs* p = call.attrs_as_PadAttrs();
+      a->kind = AttrKind::Pad;
+      a->count = static_cast<uint8_t>(size_of(p->pads()) / 2);  // rank the pads cover
+      for (uint32_t i = 0; i < size_of(p->pads()); ++i) a->pads[i] = p->pads()->Get(i);
+      a->pad_value = p->value();
+      a->pad_mode = static_cast<PadMode>(p->mode());
+      break;
+    }
+    case fb::Attributes::CastAttrs:
+      a->kind = AttrKind::Cast;
+      a->cast_to = static_cast<ScalarType>(call.attrs_as_CastAttrs()->to());
+      break;
     default:
       a->kind = AttrKind::None;
       break;
   }
+  // Expand shares Reshape's table; BatchNorm shares Norm's (decoded above by table type).
 }
 
 }  // namespace

@@ -32,7 +32,26 @@ enum class OpCode : uint16_t {
   Transpose = 19,
   Concat = 20,
   Slice = 21,
+  // Added for the ONNX importer.
+  Clip = 22,         // f32: min(max(x, clip_min), clip_max)
+  HardSigmoid = 23,  // f32: max(0, min(1, alpha x + beta))
+  HardSwish = 24,    // f32: x * relu6(x + 3) / 6
+  Erf = 25,          // f32
+  Sqrt = 26,         // f32
+  Exp = 27,          // f32
+  Pow = 28,          // f32, numpy broadcasting (x ** y)
+  ReduceMean = 29,   // f32 over axes[0..count) (count 0 = all), keepdims
+  ReduceSum = 30,    // f32, as ReduceMean
+  Pad = 31,          // any dtype: pads[0..2*rank) = begins then ends (may be negative = crop); value; mode
+  Gather = 32,       // data (any dtype), indices i32/i64 (negative wrap; out of range is an error) along axis
+  Where = 33,        // cond bool, x, y (same dtype), numpy broadcasting
+  Equal = 34,        // a, b (same dtype) -> bool, numpy broadcasting
+  Cast = 35,         // any numeric dtype -> cast_to (f32/f16/bf16/i8/u8/i16/i32/i64/bool); float->int truncates
+  Expand = 36,       // any dtype, numpy broadcast to shape[0..count) (with shape_sym like Reshape)
+  BatchNorm = 37,    // f32 inference: x [N, C, ...], scale, bias, mean, var [C]; epsilon
+  Neg = 38,          // f32
 };
+// Ops 22..38 are being added (issue 3): kOpCodeCount grows to 39 once op_info.cc has all of them.
 constexpr int kOpCodeCount = 22;
 
 // Which attribute table an op takes (the schema's Attributes union member; None = no table).
@@ -47,7 +66,14 @@ enum class AttrKind : uint8_t {
   Reshape = 7,
   Permute = 8,
   Slice = 9,
+  Clip = 10,
+  HardSigmoid = 11,
+  Reduce = 12,
+  Pad = 13,
+  Cast = 14,
 };
+
+enum class PadMode : uint8_t { Invalid = 0, Constant = 1, Reflect = 2, Edge = 3 };
 
 enum class GeluApprox : uint8_t { Invalid = 0, None = 1, Tanh = 2 };
 enum class ActivationQuant : uint8_t { Invalid = 0, None = 1, Fp8PerToken = 2 };
@@ -79,6 +105,19 @@ struct OpAttrs {
   int64_t starts[kMaxRank] = {0};
   int64_t ends[kMaxRank] = {0};
   int64_t steps[kMaxRank] = {0};
+  // Clip: [clip_min, clip_max]. HardSigmoid: alpha, beta.
+  float clip_min = 0.0f;
+  float clip_max = 0.0f;
+  float alpha = 0.0f;
+  float beta = 0.0f;
+  // Reduce: axes[0..count) (count 0 = every dim).
+  bool keepdims = true;
+  // Pad: pads[0..2*rank): begins then ends (ONNX order).
+  int64_t pads[2 * kMaxRank] = {0};
+  float pad_value = 0.0f;
+  PadMode pad_mode = PadMode::Constant;
+  // Cast
+  ScalarType cast_to = ScalarType::Invalid;
 };
 
 // "add", "conv2d", ...; "invalid" for unknown values. Never null.

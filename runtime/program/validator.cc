@@ -263,6 +263,17 @@ class GraphValidator {
       case fb::OpCode::Reshape: *attrs = fb::Attributes::ReshapeAttrs; return true;
       case fb::OpCode::Transpose: *attrs = fb::Attributes::PermuteAttrs; return true;
       case fb::OpCode::Slice: *attrs = fb::Attributes::SliceAttrs; return true;
+      case fb::OpCode::Clip: *attrs = fb::Attributes::ClipAttrs; return true;
+      case fb::OpCode::HardSigmoid: *attrs = fb::Attributes::HardSigmoidAttrs; return true;
+      case fb::OpCode::HardSwish: case fb::OpCode::Erf: case fb::OpCode::Sqrt: case fb::OpCode::Exp:
+      case fb::OpCode::Pow: case fb::OpCode::Where: case fb::OpCode::Equal: case fb::OpCode::Neg:
+        *attrs = fb::Attributes::NONE; return true;
+      case fb::OpCode::ReduceMean: case fb::OpCode::ReduceSum: *attrs = fb::Attributes::ReduceAttrs; return true;
+      case fb::OpCode::Pad: *attrs = fb::Attributes::PadAttrs; return true;
+      case fb::OpCode::Gather: *attrs = fb::Attributes::AxisAttrs; return true;
+      case fb::OpCode::Cast: *attrs = fb::Attributes::CastAttrs; return true;
+      case fb::OpCode::Expand: *attrs = fb::Attributes::ReshapeAttrs; return true;
+      case fb::OpCode::BatchNorm: *attrs = fb::Attributes::NormAttrs; return true;
       default: return false;
     }
   }
@@ -317,6 +328,26 @@ class GraphValidator {
         }
         return Status::ok();
       }
+      case fb::Attributes::ReduceAttrs:
+        if (size_of(call.attrs_as_ReduceAttrs()->axes()) > static_cast<uint32_t>(kMaxRank)) {
+          return fail_instruction(i, "reduce over more than %d axes", kMaxRank);
+        }
+        return Status::ok();
+      case fb::Attributes::PadAttrs: {
+        const fb::PadAttrs* a = call.attrs_as_PadAttrs();
+        if (size_of(a->pads()) > 2u * kMaxRank || size_of(a->pads()) % 2 != 0) {
+          return fail_instruction(i, "pad has %u pads (an even count up to %d)", size_of(a->pads()), 2 * kMaxRank);
+        }
+        if (a->mode() != fb::PadMode::Constant && a->mode() != fb::PadMode::Reflect && a->mode() != fb::PadMode::Edge) {
+          return fail_instruction(i, "invalid pad mode %u", static_cast<unsigned>(a->mode()));
+        }
+        return Status::ok();
+      }
+      case fb::Attributes::CastAttrs:
+        if (!is_valid(static_cast<ScalarType>(call.attrs_as_CastAttrs()->to()))) {
+          return fail_instruction(i, "cast to invalid dtype %u", static_cast<unsigned>(call.attrs_as_CastAttrs()->to()));
+        }
+        return Status::ok();
       case fb::Attributes::PermuteAttrs:
         if (size_of(call.attrs_as_PermuteAttrs()->perm()) > static_cast<uint32_t>(kMaxRank)) return fail_instruction(i, "perm longer than %d", kMaxRank);
         return Status::ok();
