@@ -112,7 +112,7 @@ struct OpAttrs {
   float beta = 0.0f;
   // Reduce: axes[0..count) (count 0 = every dim).
   bool keepdims = true;
-  // Pad: pads[0..2*rank): begins then ends (ONNX order).
+  // Pad: count = rank; pads[0..count) begins, pads[count..2*count) ends (ONNX order).
   int64_t pads[2 * kMaxRank] = {0};
   float pad_value = 0.0f;
   PadMode pad_mode = PadMode::Constant;
