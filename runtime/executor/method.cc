@@ -150,6 +150,10 @@ Result<Method> Program::load_method(const char* name, MemoryPlan& memory, ErrorC
     if (backend != nullptr) {
       const uint32_t spec_count = size_of(del.compile_specs());
       CompileSpec* specs = static_cast<CompileSpec*>(alloc.allocate(align16(spec_count * sizeof(CompileSpec)), 16));
+      if (spec_count > 0 && specs == nullptr) {
+        return EMBER_FAIL(ctx, Error::OutOfMemory, "method '%s' delegate %u: method allocator too small for %u compile specs",
+                          name, d, spec_count);
+      }
       for (uint32_t c = 0; c < spec_count; ++c) {
         const fb::CompileSpec* s = del.compile_specs()->Get(c);
         specs[c].key = s->key()->c_str();
@@ -295,6 +299,21 @@ Status Method::run_delegate(void* self, uint32_t instruction, const fb::Delegate
       if (ctx && !ctx->has_error()) ctx->instruction = static_cast<int32_t>(instruction);
       return EMBER_FAIL(ctx, status.code(), "delegate %u (backend '%s') failed at instruction %u", call.index(),
                         slot.backend_id, instruction);
+    }
+  }
+  // A backend is trusted code, but a wrong rank or a dim past the declared max would overflow
+  // dst.dims or let the next kernels run past planned memory: check before copying.
+  for (uint32_t k = 0; k < n_out; ++k) {
+    const fb::Tensor& t = m.runner_.graph().value(call.outputs()->Get(k));
+    const uint32_t rank = size_of(t.dims());
+    bool ok = out[k].rank == rank;
+    for (uint32_t d = 0; ok && d < rank; ++d) ok = out[k].dims[d] >= 0 && out[k].dims[d] <= t.dims()->Get(d)->max();
+    if (!ok) {
+      if (ctx && !ctx->has_error()) ctx->instruction = static_cast<int32_t>(instruction);
+      return EMBER_FAIL(ctx, Error::BackendFailed,
+                        "delegate %u (backend '%s') at instruction %u returned output %u with rank %u or dims beyond "
+                        "the declared rank %u / max dims", call.index(), slot.backend_id, instruction, k,
+                        static_cast<unsigned>(out[k].rank), rank);
     }
   }
   for (uint32_t k = 0; k < n_out; ++k) {  // actual output sizes (symbolic delegates)

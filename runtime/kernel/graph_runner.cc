@@ -296,6 +296,16 @@ Status GraphRunner::bind(const GraphView& graph, const KernelRegistry* kernels, 
       const fb::Tensor& t = *g.values()->Get(v);
       bool ok = out[k].dtype == values_[v].dtype && out[k].rank == values_[v].rank;
       for (int d = 0; ok && d < out[k].rank; ++d) ok = out[k].dims[d] == t.dims()->Get(d)->max();
+      // A static graph never re-checks output sizes at run time, so storage sized at load (state whose
+      // dims use a LoadOptions symbol below its max) must hold the output here.
+      if (ok && symbol_count_ == 0 && out[k].nbytes() > capacity_[v]) {
+        if (ctx && !ctx->has_error()) { ctx->instruction = static_cast<int32_t>(i); ctx->value = static_cast<int32_t>(v); }
+        return EMBER_FAIL(ctx, Error::InvalidArgument,
+                          "instruction %u (%s): output %u needs %llu bytes, its storage holds %llu (state sized "
+                          "with a load-time symbol value below the max?)", i, b.info->name, k,
+                          static_cast<unsigned long long>(out[k].nbytes()),
+                          static_cast<unsigned long long>(capacity_[v]));
+      }
       if (!ok) {
         char got[96], want[96];
         format_dims(out[k].dims, out[k].rank, got, sizeof(got));
@@ -413,7 +423,9 @@ Status GraphRunner::run_kernel(const Bound& b, uint32_t i, KernelContext& kernel
     if (!b.info->shape(b.attrs, in, b.input_count, out, b.output_count,
                        Span<const int64_t>(symbols_, symbol_count_), ctx).is_ok()) {
       if (ctx && ctx->instruction < 0) ctx->instruction = static_cast<int32_t>(i);
-      return Status(Error::InvalidArgument, "shape function failed", __FILE__, __LINE__);
+      // The shape function normally filled ctx (first failure wins); this keeps a message when it did not.
+      return EMBER_FAIL(ctx, Error::InvalidArgument, "instruction %u (%s): shape function rejected the run-time sizes",
+                        i, b.info->name);
     }
     for (uint32_t k = 0; k < b.output_count; ++k) {
       if (out[k].nbytes() > capacity_[outs[k]]) {
@@ -461,13 +473,22 @@ Status GraphRunner::run(KernelContext& kernel_ctx, const std::atomic<bool>* abor
       case BoundKind::Move: {
         TensorView& dst = values_[b.b];
         const TensorView& src = values_[b.a];
+        // The validator proved equal max sizes, but a destination sized at load (state with a load-time
+        // symbol value) may hold less.
+        if (src.nbytes() > capacity_[b.b]) {
+          if (ctx && !ctx->has_error()) { ctx->instruction = static_cast<int32_t>(pc); ctx->value = static_cast<int32_t>(b.b); }
+          return EMBER_FAIL(ctx, Error::InvalidArgument, "instruction %u (move): %llu bytes into value %u, which holds %llu",
+                            pc, static_cast<unsigned long long>(src.nbytes()), b.b,
+                            static_cast<unsigned long long>(capacity_[b.b]));
+        }
         if (dst.data != src.data) std::memmove(dst.data, src.data, src.nbytes());
         dst.rank = src.rank;
         for (int d = 0; d < src.rank; ++d) dst.dims[d] = src.dims[d];
         break;
       }
       case BoundKind::Jump:
-        if (!*static_cast<const bool*>(values_[b.a].data)) {
+        // Read as a byte: a file may hold any value there, and loading a bool that is not 0/1 is UB.
+        if (*static_cast<const uint8_t*>(values_[b.a].data) == 0) {
 #if EMBER_ENABLE_EVENT_TRACER
           if (tracer_ != nullptr) tracer_->end_instruction(pc);
 #endif

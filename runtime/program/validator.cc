@@ -413,6 +413,14 @@ class GraphValidator {
           const fb::Tensor* a = graph_.values()->Get(m->src());
           const fb::Tensor* b = graph_.values()->Get(m->dst());
           if (a->dtype() != b->dtype() || a->nbytes() != b->nbytes()) return fail_instruction(i, "move between different dtypes or sizes");
+          // schema/README: same dtype *and dims*. Equal nbytes is not enough: the destination takes the
+          // source's rank and dims, and a static graph never re-runs shape functions, so its consumers
+          // would see dims their load-time checks never saw.
+          bool same_dims = size_of(a->dims()) == size_of(b->dims());
+          for (uint32_t d = 0; same_dims && d < size_of(a->dims()); ++d) {
+            same_dims = a->dims()->Get(d)->max() == b->dims()->Get(d)->max();
+          }
+          if (!same_dims) return fail_instruction(i, "move between values of different dims (%u -> %u)", m->src(), m->dst());
           break;
         }
         case fb::InstructionArgs::JumpIfFalse: {
@@ -453,6 +461,9 @@ class GraphValidator {
       if (a->dtype() != b->dtype() || size_of(a->dims()) != size_of(b->dims())) return false;
       for (uint32_t k = 0; k < size_of(a->dims()); ++k) {
         if (a->dims()->Get(k)->max() != b->dims()->Get(k)->max()) return false;
+        // A dim the callee takes as static must be static in the caller too: the callee never re-runs
+        // shape functions for it, so a smaller run-time size would reach its kernels unchecked.
+        if (b->dims()->Get(k)->sym() == 0 && a->dims()->Get(k)->sym() != 0) return false;
       }
       return true;
     };
@@ -461,10 +472,10 @@ class GraphValidator {
                               size_of(g->inputs()), size_of(g->outputs()), size_of(call.inputs()), size_of(call.outputs()));
     }
     for (uint32_t k = 0; k < size_of(call.inputs()); ++k) {
-      if (!same(call.inputs()->Get(k), g->inputs()->Get(k)->value())) return fail_instruction(i, "delegate input %u dtype/dims differ", k);
+      if (!same(call.inputs()->Get(k), g->inputs()->Get(k)->value())) return fail_instruction(i, "delegate input %u dtype/dims differ (or a symbolic dim is static in the delegate)", k);
     }
     for (uint32_t k = 0; k < size_of(call.outputs()); ++k) {
-      if (!same(call.outputs()->Get(k), g->outputs()->Get(k)->value())) return fail_instruction(i, "delegate output %u dtype/dims differ", k);
+      if (!same(call.outputs()->Get(k), g->outputs()->Get(k)->value())) return fail_instruction(i, "delegate output %u dtype/dims differ (or a symbolic dim is static in the delegate)", k);
     }
     return Status::ok();
   }

@@ -236,7 +236,7 @@ int run_info(const Options& o) {
         const fb::Delegate* d = fp.methods()->Get(static_cast<uint32_t>(m))->delegates()->Get(call->index());
         const fb::Graph* dg = d->payload_nested_root();
         what = "delegate " + std::to_string(call->index()) + " (";
-        for (uint32_t k = 0; dg && k < dg->instructions()->size(); ++k) {
+        for (uint32_t k = 0; dg && dg->instructions() && k < dg->instructions()->size(); ++k) {
           const fb::KernelCall* kc = dg->instructions()->Get(k)->args_as_KernelCall();
           if (k) what += ", ";
           what += kc ? to_string(static_cast<OpCode>(kc->op())) : "?";

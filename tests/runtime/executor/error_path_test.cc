@@ -467,6 +467,28 @@ std::vector<Hostile> HostileCases() {
                      ins->args.Set(move);
                      g.instructions.push_back(std::move(ins));
                    }, Error::InvalidProgram, "move"});
+  cases.push_back({"move between equal sizes but different dims", "mlp", [](P& p) {
+                     // Review fix: the validator only compared nbytes; the destination then took the
+                     // source's rank and dims behind the load-time shape checks.
+                     fb::GraphT& g = MethodGraph(p);
+                     for (size_t v = 0; v < g.values.size(); ++v) {
+                       const fb::TensorT& src = *g.values[v];
+                       if (src.storage.type != fb::Storage::PlannedStorage || src.dims.size() < 2) continue;
+                       auto dst = std::make_unique<fb::TensorT>(src);
+                       int64_t numel = 1;
+                       for (const fb::Dim& d : src.dims) numel *= d.max();
+                       dst->dims = {fb::Dim(numel, 0)};  // same dtype and nbytes, rank 1
+                       g.values.push_back(std::move(dst));
+                       if (!g.lifetimes.empty()) g.lifetimes.emplace_back(0, 0);
+                       fb::MoveT move;
+                       move.src = static_cast<uint32_t>(v);
+                       move.dst = static_cast<uint32_t>(g.values.size() - 1);
+                       auto ins = std::make_unique<fb::InstructionT>();
+                       ins->args.Set(move);
+                       g.instructions.push_back(std::move(ins));
+                       return;
+                     }
+                   }, Error::InvalidProgram, "different dims"});
   cases.push_back({"arena alignment not a power of two", "mlp", [](P& p) {
                      p.methods[0]->arenas[0]->alignment = 96;
                    }, Error::InvalidProgram, "alignment 96"});
@@ -524,6 +546,22 @@ std::vector<Hostile> HostileCases() {
                        }
                      }
                    }, Error::InvalidProgram, "inputs"});
+  cases.push_back({"delegate takes as static a dim the caller has symbolic", "cnn_null", [](P& p) {
+                     // Review fix: the callee (static, no shape re-runs) would get smaller run-time dims.
+                     fb::GraphT& g = MethodGraph(p);
+                     for (auto& ins : g.instructions) {
+                       if (ins->args.type != fb::InstructionArgs::DelegateCall) continue;
+                       fb::TensorT& t = *g.values[ins->args.AsDelegateCall()->inputs[0]];
+                       const size_t d = t.dims.size() - 1;
+                       auto sym = std::make_unique<fb::SymbolT>();
+                       sym->name = "w";
+                       sym->min = 1;
+                       sym->max = t.dims[d].max();
+                       g.symbols.push_back(std::move(sym));
+                       t.dims[d] = fb::Dim(t.dims[d].max(), static_cast<uint16_t>(g.symbols.size()));
+                       return;
+                     }
+                   }, Error::InvalidProgram, "delegate input 0"});
   cases.push_back({"delegate with an empty backend id", "cnn_null", [](P& p) {
                      p.methods[0]->delegates[0]->backend_id = "";
                    }, Error::InvalidProgram, "backend id"});
@@ -911,6 +949,178 @@ TEST_F(ErrorPathTest, AbortFromAnotherThreadStopsOrCompletes) {
     // An abort that arrived after the call finished applies to the next call.
   }
   (void)cancelled;
+}
+
+// ---- Review fixes: state sized at load, compile specs, backend outputs. -------------------------------------
+
+// Declares program symbol "n" (max = last dim of `dims`) and state "kv" (F32, `dims` with the last dim
+// symbolic), adds a method value bound to it and returns that value's index.
+uint32_t AddStateValue(fb::ProgramT& p, const std::vector<fb::Dim>& dims) {
+  auto sym = std::make_unique<fb::SymbolT>();
+  sym->name = "n";
+  sym->min = 1;
+  sym->max = dims.back().max();
+  p.symbols.push_back(std::move(sym));
+  auto decl = std::make_unique<fb::StateDeclT>();
+  decl->name = "kv";
+  decl->dtype = fb::ScalarType::F32;
+  decl->dims = dims;
+  decl->dims.back() = fb::Dim(dims.back().max(), static_cast<uint16_t>(p.symbols.size()));
+  p.states.push_back(std::move(decl));
+  p.required_features |= kFeatureState;
+  fb::GraphT& g = MethodGraph(p);
+  auto t = std::make_unique<fb::TensorT>();
+  t->dtype = fb::ScalarType::F32;
+  t->dim_order = fb::DimOrder::Contiguous;
+  uint64_t numel = 1;
+  for (const fb::Dim& d : dims) numel *= static_cast<uint64_t>(d.max());
+  t->dims = dims;
+  t->nbytes = numel * 4;
+  fb::StateStorageT storage;
+  storage.name = "kv";
+  t->storage.Set(storage);
+  g.values.push_back(std::move(t));
+  if (!g.lifetimes.empty()) g.lifetimes.emplace_back(0, 0);
+  return static_cast<uint32_t>(g.values.size() - 1);
+}
+
+std::vector<uint8_t> WithStateFeature(std::vector<uint8_t> file) {
+  FileHeader h = testing::header_of(file);
+  h.required_features |= kFeatureState;
+  testing::write_header(file, h);
+  return file;
+}
+
+TEST_F(ErrorPathTest, MoveIntoStateSizedAtLoadIsInvalidArgument) {
+  // A Move whose destination is state with a load-time symbol below its max: the validator proves
+  // equal max sizes only, so the copy overflowed the smaller state buffer (heap overflow).
+  const std::vector<uint8_t> file = WithStateFeature(testing::mutate_program(Example("mlp"), [](fb::ProgramT& p) {
+    const uint32_t kv = AddStateValue(p, {fb::Dim(16, 0)});
+    fb::GraphT& g = MethodGraph(p);
+    const fb::TensorT* planned = nullptr;
+    for (const auto& v : g.values) {
+      if (v->storage.type == fb::Storage::PlannedStorage && v->nbytes >= 64) planned = v.get();
+    }
+    ASSERT_NE(planned, nullptr);
+    auto src = std::make_unique<fb::TensorT>();
+    src->dtype = fb::ScalarType::F32;
+    src->dim_order = fb::DimOrder::Contiguous;
+    src->dims = {fb::Dim(16, 0)};
+    src->nbytes = 64;
+    fb::PlannedStorageT storage = *planned->storage.AsPlannedStorage();
+    src->storage.Set(storage);
+    g.values.push_back(std::move(src));
+    if (!g.lifetimes.empty()) g.lifetimes.emplace_back(0, 0);
+    fb::MoveT move;
+    move.src = static_cast<uint32_t>(g.values.size() - 1);
+    move.dst = kv;
+    auto ins = std::make_unique<fb::InstructionT>();
+    ins->args.Set(move);
+    g.instructions.push_back(std::move(ins));
+  }));
+  EXPECT_EQ(LoadAndRun(file, rt_.context).code, Error::Ok);  // n at its max: fits
+  const SymbolValue small{"n", 2};
+  LoadOptions options;
+  options.symbols = Span<const SymbolValue>(&small, 1);
+  const Outcome o = LoadAndRun(file, rt_.context, options);
+  EXPECT_EQ(o.code, Error::InvalidArgument) << o.message;
+  EXPECT_NE(o.message.find("move"), std::string::npos) << o.message;
+  EXPECT_EQ(o.phase, ErrorContext::Phase::Execute);
+}
+
+TEST_F(ErrorPathTest, StaticKernelOutputIntoStateSizedAtLoadIsRejectedAtLoad) {
+  // cnn is static: run() never re-checks output sizes, so a kernel writing state whose buffer was
+  // sized with a smaller load-time symbol must be rejected when the method is bound.
+  const std::vector<uint8_t> file = WithStateFeature(testing::mutate_program(Example("cnn"), [](fb::ProgramT& p) {
+    fb::GraphT& g = MethodGraph(p);
+    uint32_t x = 0;
+    for (uint32_t v = 0; v < g.values.size(); ++v) {
+      const fb::TensorT& t = *g.values[v];
+      if (t.storage.type == fb::Storage::PlannedStorage && t.dtype == fb::ScalarType::F32 && !t.dims.empty() &&
+          t.dims.back().max() >= 4) {
+        x = v;
+      }
+    }
+    const std::vector<fb::Dim> dims = g.values[x]->dims;
+    const uint32_t kv = AddStateValue(p, dims);
+    fb::KernelCallT relu;
+    relu.op = fb::OpCode::Relu;
+    relu.inputs = {static_cast<int32_t>(x)};
+    relu.outputs = {kv};
+    auto ins = std::make_unique<fb::InstructionT>();
+    ins->args.Set(relu);
+    MethodGraph(p).instructions.push_back(std::move(ins));
+  }));
+  EXPECT_EQ(LoadAndRun(file, rt_.context).code, Error::Ok);  // n at its max: fits
+  const SymbolValue small{"n", 2};
+  LoadOptions options;
+  options.symbols = Span<const SymbolValue>(&small, 1);
+  const Outcome o = LoadAndRun(file, rt_.context, options);
+  EXPECT_EQ(o.code, Error::InvalidArgument) << o.message;
+  EXPECT_NE(o.message.find("storage holds"), std::string::npos) << o.message;
+  EXPECT_EQ(o.phase, ErrorContext::Phase::Load);
+}
+
+TEST_F(ErrorPathTest, CompileSpecsInATightMisalignedAllocatorAreOutOfMemory) {
+  // The allocator pre-check counts bytes, not alignment padding; the compile-spec array was then
+  // written through a null pointer.
+  const std::vector<uint8_t> file = testing::mutate_program(Example("cnn_null"), [](fb::ProgramT& p) {
+    auto spec = std::make_unique<fb::CompileSpecT>();
+    spec->key = "k";
+    p.methods[0]->delegates[0]->compile_specs.push_back(std::move(spec));
+  });
+  testing::LoadedProgram lp(file, rt_.context);
+  ASSERT_TRUE(lp.ok()) << lp.ctx().message;
+  Result<MethodMeta> meta = lp.program().method_meta("forward");
+  ASSERT_TRUE(meta.is_ok());
+  testing::MethodMemory memory(*meta);
+  const size_t bytes = meta->method_allocator_bytes();
+  testing::AlignedBuffer buffer(bytes + 64, 64);
+  BumpAllocator misaligned(Span<uint8_t>(buffer.data() + 8, bytes));  // first allocation pads 8 bytes
+  MemoryPlan plan(misaligned, memory.plan().arenas, memory.plan().scratch);
+  ErrorContext ctx;
+  Result<Method> m = lp.program().load_method("forward", plan, &ctx);
+  EXPECT_EQ(m.error(), Error::OutOfMemory) << ctx.message;
+  EXPECT_GT(std::strlen(ctx.message), 0u);
+}
+
+// A backend that runs nothing and returns a wrong output shape.
+class BadShapeBackend final : public Backend {
+ public:
+  explicit BadShapeBackend(bool bad_rank) : bad_rank_(bad_rank) {}
+  bool is_available(const RuntimeContext&) const override { return true; }
+  Result<DelegateHandle*> init(BackendInitContext&, const GraphView&, Span<const CompileSpec>) const override {
+    static int token = 0;
+    return reinterpret_cast<DelegateHandle*>(&token);
+  }
+  Status execute(BackendExecuteContext&, DelegateHandle*, Span<const TensorView>,
+                 Span<TensorView> outputs) const override {
+    if (bad_rank_) {
+      outputs[0].rank = kMaxRank + 1;  // would write dims[8] of the executor's value table
+    } else {
+      outputs[0].dims[0] += 1;  // past the declared max: later kernels would read past the arena
+    }
+    return Status::ok();
+  }
+  MemoryRequirements memory_requirements(const DelegateHandle*) const override { return {}; }
+  void destroy(DelegateHandle*) const noexcept override {}
+
+ private:
+  bool bad_rank_;
+};
+
+TEST_F(ErrorPathTest, BackendOutputShapeBeyondTheDeclaredIsBackendFailed) {
+  for (bool bad_rank : {true, false}) {
+    SCOPED_TRACE(bad_rank ? "rank" : "dims");
+    BadShapeBackend backend(bad_rank);
+    BackendRegistry registry;
+    ASSERT_TRUE(registry.add("null", backend).is_ok());
+    RuntimeContext runtime = rt_.context;
+    runtime.backends = &registry;
+    const Outcome o = LoadAndRun(Example("cnn_null"), runtime);
+    EXPECT_EQ(o.code, Error::BackendFailed) << o.message;
+    EXPECT_NE(o.message.find("returned output 0"), std::string::npos) << o.message;
+  }
 }
 
 }  // namespace
