@@ -64,9 +64,9 @@ int main(int argc, char** argv) {
     return 1;
   }
   for (size_t i = 0; i < method->input_count(); ++i) {
-    ember::TensorView* input = method->input(i).value();
-    if (input->dtype != ember::ScalarType::F32) continue;
-    for (uint64_t k = 0; k < input->numel(); ++k) input->data_as<float>()[k] = 0.01f * static_cast<float>(k % 100);
+    const ember::TensorView input = method->input(i).value();
+    if (input.dtype != ember::ScalarType::F32) continue;
+    for (uint64_t k = 0; k < input.numel(); ++k) input.data_as<float>()[k] = 0.01f * static_cast<float>(k % 100);
   }
   if (!method->execute(&ctx).is_ok()) {
     std::fprintf(stderr, "error: %s\n", ctx.message);

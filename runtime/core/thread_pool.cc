@@ -10,6 +10,11 @@
 #include "runtime/platform/platform.h"
 
 namespace ember {
+namespace {
+// True on a thread while it runs a task of some pool: a nested parallel_for then runs inline
+// instead of waiting for a pool that is busy running its caller (which would deadlock).
+thread_local bool t_in_task = false;
+}  // namespace
 
 // Work is handed out by an atomic counter; a generation number wakes the workers. All storage is
 // made in the constructor, so parallel_for() never allocates.
@@ -35,7 +40,9 @@ struct FixedThreadPool::State {
     for (;;) {
       const size_t i = next.fetch_add(1, std::memory_order_relaxed);
       if (i >= count) break;
+      t_in_task = true;
       fn(arg, i);
+      t_in_task = false;
       ++completed;
     }
     if (completed) finished.fetch_add(completed, std::memory_order_acq_rel);
@@ -92,6 +99,10 @@ void FixedThreadPool::worker_main(State* s) {
 
 void FixedThreadPool::parallel_for(size_t count, TaskFn fn, void* arg) {
   if (count == 0) return;
+  if (t_in_task) {
+    for (size_t i = 0; i < count; ++i) fn(arg, i);
+    return;
+  }
   State* s = state_;
   std::lock_guard<std::mutex> call_lock(s->call_mutex);
   {

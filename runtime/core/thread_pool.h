@@ -26,6 +26,8 @@ inline void parallel_for(ThreadPool* pool, size_t count, ThreadPool::TaskFn fn, 
   }
 }
 
+// A parallel_for called from inside a task runs inline on the calling thread.
+//
 // Ember's own fixed pool: `thread_count - 1` worker threads started in create(), joined in the
 // destructor. Workers wait on a condition variable between calls (no spinning when idle).
 class FixedThreadPool final : public ThreadPool {

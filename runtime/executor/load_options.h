@@ -31,6 +31,9 @@ struct LoadOptions {
   Fallback fallback = Fallback::Portable;
   // Program-level symbols fixed at load (e.g. the KV cache's num_blocks); others take their max.
   Span<const SymbolValue> symbols;
+  // Instructions one execute() may run before it stops with Cancelled, a guard against a program
+  // whose jumps loop forever. 0 = 65536 x the method's instruction count.
+  uint64_t max_steps_per_execute = 0;
 };
 
 }  // namespace ember

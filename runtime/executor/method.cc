@@ -124,6 +124,10 @@ Result<Method> Program::load_method(const char* name, MemoryPlan& memory, ErrorC
   method.method_ = fm;
   method.meta_ = MethodMeta(fm, internal::method_allocator_bytes(*this, *fm));
   method.scratch_ = memory.scratch;
+  method.pool_ = runtime_.pool;
+  method.runner_.set_step_limit(options_.max_steps_per_execute != 0
+                                    ? options_.max_steps_per_execute
+                                    : uint64_t{65536} * (size_of(fm->graph()->instructions()) + 1));
   BumpAllocator& alloc = *memory.method_allocator;
   if (alloc.remaining().size() < method.meta_.method_allocator_bytes()) {
     return EMBER_FAIL(ctx, Error::OutOfMemory, "method allocator has %zu bytes left, method '%s' needs %zu",
@@ -206,6 +210,7 @@ Method::Method(Method&& other) noexcept
       meta_(other.meta_),
       runner_(other.runner_),
       delegates_(other.delegates_),
+      pool_(other.pool_),
       delegate_count_(other.delegate_count_),
       scratch_(other.scratch_) {
   abort_.store(other.abort_.load());
@@ -230,9 +235,9 @@ size_t Method::input_count() const { return size_of(method_->graph()->inputs());
 size_t Method::output_count() const { return size_of(method_->graph()->outputs()); }
 size_t Method::instruction_count() const { return runner_.instruction_count(); }
 
-Result<TensorView*> Method::input(size_t i) {
+Result<TensorView> Method::input(size_t i) const {
   if (i >= input_count()) return EMBER_ERROR(Error::InvalidArgument, "input index out of range");
-  return &runner_.values()[method_->graph()->inputs()->Get(static_cast<uint32_t>(i))->value()];
+  return runner_.value(method_->graph()->inputs()->Get(static_cast<uint32_t>(i))->value());
 }
 
 Status Method::set_input_sizes(size_t i, Span<const int64_t> dims, ErrorContext* ctx) {
@@ -262,10 +267,12 @@ const TensorView* Method::output(size_t i) const {
 Status Method::execute(ErrorContext* ctx) {
   if (ctx) ctx->phase = ErrorContext::Phase::Execute;
   KernelContext kernel_ctx;
-  kernel_ctx.pool = program_->runtime().pool;
+  kernel_ctx.pool = pool_;
   kernel_ctx.scratch = scratch_;
   const Status status = runner_.run(kernel_ctx, &abort_, run_delegate, this, ctx);
-  abort_.store(false);
+  // Only a request that stopped this run is consumed; one that arrives after the last check stops
+  // the next run ("a running or the next execute()").
+  if (status.code() == Error::Cancelled) abort_.store(false);
   return status;
 }
 
@@ -276,20 +283,26 @@ Status Method::run_delegate(void* self, uint32_t instruction, const fb::Delegate
   const uint32_t n_in = size_of(call.inputs()), n_out = size_of(call.outputs());
   TensorView in[kMaxDelegateArgs], out[kMaxDelegateArgs];
   for (uint32_t k = 0; k < n_in; ++k) in[k] = values[call.inputs()->Get(k)];
-  for (uint32_t k = 0; k < n_out; ++k) out[k] = values[call.outputs()->Get(k)];
+  const fb::Graph& caller = *m.method_->graph();
+  for (uint32_t k = 0; k < n_out; ++k) {
+    const uint32_t v = call.outputs()->Get(k);
+    out[k] = values[v];
+    tensor_shape(*caller.values()->Get(v), &out[k]);  // outputs arrive with their planned (max) dims
+    out[k].data = values[v].data;
+  }
   if (slot.fallback != nullptr) {
     GraphRunner& r = *slot.fallback;
     const fb::Graph& g = r.graph().graph();
     for (uint32_t k = 0; k < n_in; ++k) r.bind_value(g.inputs()->Get(k)->value(), in[k]);
     for (uint32_t k = 0; k < n_out; ++k) r.bind_value(g.outputs()->Get(k)->value(), out[k]);
     KernelContext kernel_ctx;
-    kernel_ctx.pool = m.program_->runtime().pool;
+    kernel_ctx.pool = m.pool_;
     kernel_ctx.scratch = m.scratch_;
     EMBER_RETURN_IF_ERROR(r.run(kernel_ctx, &m.abort_, nullptr, nullptr, ctx));
     for (uint32_t k = 0; k < n_out; ++k) out[k] = r.value(g.outputs()->Get(k)->value());
   } else {
     BackendExecuteContext exec_ctx;
-    exec_ctx.pool = m.program_->runtime().pool;
+    exec_ctx.pool = m.pool_;
     exec_ctx.scratch = m.scratch_;
     exec_ctx.error = ctx;
     exec_ctx.abort = &m.abort_;

@@ -16,6 +16,7 @@
 namespace ember {
 
 class Program;
+class ThreadPool;
 
 class Method {
  public:
@@ -26,9 +27,10 @@ class Method {
 
   size_t input_count() const;
   size_t output_count() const;
-  // A writable view of input i in the IO arena (dims = the current sizes); InvalidArgument when out
-  // of range.
-  Result<TensorView*> input(size_t i);
+  // Input i in the IO arena: write its bytes through `data` (dims = the current sizes; change sizes
+  // only with set_input_sizes). A copy, so the Method's own view cannot be corrupted through it.
+  // InvalidArgument when out of range.
+  Result<TensorView> input(size_t i) const;
   // Binds the sizes of input i (symbols); see GraphRunner::set_input_dims for the checks.
   Status set_input_sizes(size_t i, Span<const int64_t> dims, ErrorContext* ctx = nullptr);
   // Copies `src` into input i after checking its dtype and sizes (InvalidArgument otherwise).
@@ -74,6 +76,7 @@ class Method {
   DelegateSlot* delegates_ = nullptr;
   uint32_t delegate_count_ = 0;
   Span<uint8_t> scratch_;
+  ThreadPool* pool_ = nullptr;  // copied at load: execute() never touches the Program's context
   std::atomic<bool> abort_{false};
 };
 

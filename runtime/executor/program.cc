@@ -158,6 +158,11 @@ Result<Program> Program::load(DataLoader& loader, const RuntimeContext& runtime,
         state.dims[d] = size;
         overflow = overflow || __builtin_mul_overflow(numel, static_cast<uint64_t>(size), &numel);
       }
+      const uint32_t rank = size_of(decl->dims());
+      if (is_sub_byte(static_cast<ScalarType>(decl->dtype())) && (rank == 0 || state.dims[rank - 1] % 2 != 0)) {
+        return EMBER_FAIL(ctx, Error::InvalidArgument, "state '%s': sub-byte dtype needs an even innermost dim, got %lld",
+                          state.name, static_cast<long long>(rank ? state.dims[rank - 1] : 0));
+      }
       state.nbytes = overflow ? UINT64_MAX : nbytes_of(static_cast<ScalarType>(decl->dtype()), numel);
       state.data = state.nbytes > (uint64_t{1} << 40)
                        ? nullptr

@@ -448,7 +448,13 @@ Status GraphRunner::run(KernelContext& kernel_ctx, const std::atomic<bool>* abor
                         ErrorContext* ctx) {
   if (symbol_count_ > 0) EMBER_RETURN_IF_ERROR(derive_symbols(ctx));
   uint32_t pc = 0;
+  uint64_t steps = 0;
   while (pc < instruction_count_) {
+    if (step_limit_ != 0 && ++steps > step_limit_) {
+      if (ctx && !ctx->has_error()) ctx->instruction = static_cast<int32_t>(pc);
+      return EMBER_FAIL(ctx, Error::Cancelled, "stopped after %llu instructions (a loop that does not end?)",
+                        static_cast<unsigned long long>(step_limit_));
+    }
     if (abort != nullptr && abort->load(std::memory_order_relaxed)) {
       if (ctx && !ctx->has_error()) ctx->instruction = static_cast<int32_t>(pc);
       return EMBER_FAIL(ctx, Error::Cancelled, "execution cancelled before instruction %u", pc);

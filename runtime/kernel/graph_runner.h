@@ -58,6 +58,8 @@ class GraphRunner {
   bool is_symbolic() const { return symbol_count_ > 0; }
   // Called around each instruction when set (null = off). Borrowed.
   void set_event_tracer(EventTracer* tracer) { tracer_ = tracer; }
+  // run() stops with Cancelled after this many instructions (jumps can loop). 0 = no limit.
+  void set_step_limit(uint64_t steps) { step_limit_ = steps; }
   // The debug name of an instruction's node, "" when there is none.
   const char* node_name(uint32_t instruction) const;
 
@@ -71,6 +73,7 @@ class GraphRunner {
 
   GraphView graph_;
   EventTracer* tracer_ = nullptr;
+  uint64_t step_limit_ = 0;
   const fb::DebugInfo* debug_ = nullptr;
   TensorView* values_ = nullptr;
   uint64_t* capacity_ = nullptr;   // planned bytes per value (at max dims)

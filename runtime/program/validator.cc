@@ -180,7 +180,16 @@ class GraphValidator {
         if (q->block()->Get(d) <= 0) return fail_value(v, "quant block %u is not positive", d);
       }
     }
-    return check_storage(v, *t, nbytes);
+    EMBER_RETURN_IF_ERROR(check_storage(v, *t, nbytes));
+    if (t->quant() != nullptr) {
+      // Until quantized kernels exist (and bind by QuantLayout), a kernel would read the raw codes
+      // as plain numbers: refuse instead of computing garbage.
+      if (ctx_ && !ctx_->has_error()) ctx_->value = static_cast<int32_t>(v);
+      return EMBER_FAIL(ctx_, Error::NotSupported,
+                        "method '%s' value %u: quantized tensors are not supported by this runtime version",
+                        method_.name()->c_str(), v);
+    }
+    return Status::ok();
   }
 
   Status check_storage(uint32_t v, const fb::Tensor& t, uint64_t nbytes) {

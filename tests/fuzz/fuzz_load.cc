@@ -85,9 +85,9 @@ void run_method(const Program& program, const char* name) {
     Result<TensorMeta> im = meta->input(i);
     if (!im.is_ok()) return;
     if (!method->set_input_sizes(i, Span<const int64_t>(im->max_dims, im->rank), &ctx).is_ok()) return;
-    Result<TensorView*> view = method->input(i);
+    Result<TensorView> view = method->input(i);
     if (!view.is_ok()) return;
-    TensorView& v = **view;
+    const TensorView& v = *view;
     if (v.data != nullptr) {
       uint8_t* p = static_cast<uint8_t*>(v.data);
       const uint64_t n = v.nbytes();

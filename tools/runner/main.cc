@@ -431,8 +431,8 @@ int run_program(const Options& o) {
   }
   for (size_t i = 0; i < meta->input_count(); ++i) {
     if (given[i]) continue;
-    TensorView* view = method.input(i).value();
-    fill_random(*view, rng);
+    TensorView view = method.input(i).value();
+    fill_random(view, rng);
   }
 
   std::unique_ptr<ProfileTracer> tracer;

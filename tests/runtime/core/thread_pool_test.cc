@@ -161,6 +161,19 @@ TEST(FixedThreadPoolTest, ConcurrentCallersAreSerialized) {
   }
 }
 
+TEST(FixedThreadPoolTest, NestedParallelForRunsInlineInsteadOfDeadlocking) {
+  FixedThreadPool pool(3);
+  struct Ctx {
+    FixedThreadPool* pool;
+    std::atomic<int> inner{0};
+  } ctx{&pool};
+  pool.parallel_for(4, [](void* arg, size_t) {
+    Ctx& c = *static_cast<Ctx*>(arg);
+    c.pool->parallel_for(5, [](void* a, size_t) { static_cast<Ctx*>(a)->inner.fetch_add(1); }, &c);
+  }, &ctx);
+  EXPECT_EQ(ctx.inner.load(), 20);
+}
+
 TEST(FixedThreadPoolTest, DestroyWhileIdle) {
   for (int i = 0; i < 50; ++i) {
     FixedThreadPool pool(4);

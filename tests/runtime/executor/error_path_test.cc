@@ -54,11 +54,11 @@ Outcome LoadAndRun(const uint8_t* data, size_t size, const RuntimeContext& runti
       if (!im.is_ok()) return fail(im.error());
       const Status s = method->set_input_sizes(i, Span<const int64_t>(im->max_dims, im->rank), &ctx);
       if (!s.is_ok()) return fail(s.code());
-      Result<TensorView*> view = method->input(i);
+      Result<TensorView> view = method->input(i);
       if (!view.is_ok()) return fail(view.error());
-      if ((*view)->dtype == ScalarType::F32) {
-        float* p = (*view)->data_as<float>();
-        for (uint64_t k = 0; k < (*view)->numel(); ++k) p[k] = 0.25f * static_cast<float>(k % 7) - 0.5f;
+      if (view->dtype == ScalarType::F32) {
+        float* p = view->data_as<float>();
+        for (uint64_t k = 0; k < view->numel(); ++k) p[k] = 0.25f * static_cast<float>(k % 7) - 0.5f;
       }
     }
     for (int rep = 0; rep < 2; ++rep) {
@@ -626,6 +626,55 @@ TEST_F(ErrorPathTest, HostileFlatBuffersAreRejectedByTheValidator) {
       }
     }
   }
+}
+
+// A jump back to itself would loop forever; the step budget stops it with Cancelled.
+TEST_F(ErrorPathTest, EndlessJumpLoopStopsWithCancelled) {
+  std::vector<uint8_t> file = testing::mutate_program(Example("mlp"), [](fb::ProgramT& p) {
+    p.required_features |= kFeatureControlFlow;
+    fb::GraphT& g = MethodGraph(p);
+    auto cond = std::make_unique<fb::TensorT>();  // a bool in the (zeroed) activation arena: false
+    cond->dtype = fb::ScalarType::Bool;
+    cond->dim_order = fb::DimOrder::Contiguous;
+    fb::PlannedStorageT storage;
+    storage.arena = 0;
+    storage.offset = 0;
+    cond->storage.Set(storage);
+    cond->nbytes = 1;
+    g.values.push_back(std::move(cond));
+    if (!g.lifetimes.empty()) g.lifetimes.emplace_back(0, 0);
+    fb::JumpIfFalseT jump;
+    jump.cond = static_cast<uint32_t>(g.values.size() - 1);
+    jump.target = 0;
+    auto ins = std::make_unique<fb::InstructionT>();
+    ins->args.Set(jump);
+    g.instructions.insert(g.instructions.begin(), std::move(ins));
+  });
+  FileHeader h = testing::header_of(file);
+  h.required_features |= kFeatureControlFlow;
+  testing::write_header(file, h);
+  testing::recompute_crcs(file);
+  LoadOptions options;
+  options.max_steps_per_execute = 100000;
+  const Outcome o = LoadAndRun(file, rt_.context, options);
+  EXPECT_EQ(o.code, Error::Cancelled) << o.message;
+  EXPECT_NE(o.message.find("100000 instructions"), std::string::npos) << o.message;
+}
+
+// Quantized tensors are refused until quantized kernels bind by their layout.
+TEST_F(ErrorPathTest, QuantizedTensorIsNotSupported) {
+  const std::vector<uint8_t> file = testing::mutate_program(Example("mlp"), [](fb::ProgramT& p) {
+    fb::GraphT& g = MethodGraph(p);
+    fb::TensorT* w = FirstWithStorage(g, fb::Storage::ConstantStorage);
+    w->quant = std::make_unique<fb::QuantInfoT>();
+    w->quant->scale = 0;
+    w->quant->scale_dtype = fb::ScalarType::F32;
+    w->quant->scale_layout = fb::ScaleLayout::RowMajor;
+    for (const auto& d : w->dims) w->quant->block.push_back(d.max());
+  });
+  const Outcome o = LoadAndRun(file, rt_.context);
+  EXPECT_EQ(o.code, Error::NotSupported) << o.message;
+  EXPECT_NE(o.message.find("quantized"), std::string::npos) << o.message;
 }
 
 // Union fields whose tag names a member but whose table is absent: the FlatBuffers verifier accepts
