@@ -10,6 +10,7 @@ ExportResult export_graph(Graph graph, const ExportOptions& options) {
   const auto start = std::chrono::steady_clock::now();
   ExportResult r;
   graph.check_structure();
+  r.batch_norms_folded = fold_batch_norms(graph);
   if (options.fold_constants) r.fold = fold_constants(graph);
   r.dead_nodes_removed = remove_dead_code(graph);
   graph.check_structure();
@@ -39,9 +40,15 @@ std::string format_summary(const ExportResult& r) {
   s += "ops:";
   for (const auto& [op, count] : histogram) s += " " + op + " x" + std::to_string(count);
   s += "\n";
-  std::snprintf(buf, sizeof(buf), "passes: %d nodes folded, %d constants dropped, %d dead nodes removed\n",
-                r.fold.folded_nodes, r.fold.removed_constants, r.dead_nodes_removed);
+  std::snprintf(buf, sizeof(buf),
+                "passes: %d batch norms folded, %d nodes folded, %d constants dropped, %d dead nodes removed\n",
+                r.batch_norms_folded, r.fold.folded_nodes, r.fold.removed_constants, r.dead_nodes_removed);
   s += buf;
+  std::map<std::string, int> per_backend;
+  for (const std::string& b : r.partition.node_backend) ++per_backend[b];
+  s += "backends:";
+  for (const auto& [backend, count] : per_backend) s += " " + backend + " " + std::to_string(count) + " nodes";
+  s += "\n";
   s += "instructions (" + std::to_string(r.partition.steps.size()) + "):\n";
   for (size_t i = 0; i < r.partition.steps.size(); ++i) {
     const Step& step = r.partition.steps[i];

@@ -1,5 +1,7 @@
-// The exporter pipeline (DESIGN §5): passes -> partition -> plan -> serialize, on an imported
-// Graph. Host-only; throws ExportError.
+// The exporter pipeline (DESIGN §5): passes (batch-norm folding, constant folding, dead code) ->
+// partition -> plan -> serialize, on an imported Graph. Layout: activations stay logical NCHW
+// (contiguous); channels-last is a backend concern (a delegate converts inside its payload), so
+// there is no layout pass. Host-only; throws ExportError.
 #pragma once
 
 #include <string>
@@ -8,6 +10,7 @@
 #include "exporter/ir/graph.h"
 #include "exporter/partition/manifest.h"
 #include "exporter/partition/partitioner.h"
+#include "exporter/passes/batch_norm_folding.h"
 #include "exporter/passes/constant_folding.h"
 #include "exporter/plan/memory_planner.h"
 #include "exporter/serialize/serializer.h"
@@ -25,6 +28,7 @@ struct ExportOptions {
 struct ExportResult {
   Graph graph;  // after the passes
   FoldStats fold;
+  int batch_norms_folded = 0;
   int dead_nodes_removed = 0;
   Partition partition;
   MemoryPlan plan;

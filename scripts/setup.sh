@@ -15,6 +15,7 @@ PACKAGES=(
   libprotobuf-dev protobuf-compiler libonnx-dev    # ONNX importer
   libxnnpack-dev libpthreadpool-dev libcpuinfo-dev # XNNPACK backend
   python3 python3-venv python3-numpy               # golden-data scripts
+  python3-torch python3-torchvision python3-onnx   # ONNX end-to-end tests (tests/onnx)
 )
 
 SUDO=""

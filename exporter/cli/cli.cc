@@ -1,5 +1,7 @@
 #include "exporter/cli/cli.h"
 
+#include <chrono>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <optional>
@@ -8,6 +10,7 @@
 #include <CLI/CLI.hpp>
 
 #include "exporter/importers/builder/examples.h"
+#include "exporter/importers/onnx/onnx_importer.h"
 #include "exporter/pipeline.h"
 
 #ifndef EMBER_DEFAULT_MANIFEST
@@ -30,12 +33,19 @@ std::vector<std::string> split_list(const std::string& s) {
 }  // namespace
 
 int run_cli(int argc, const char* const* argv, std::ostream& out, std::ostream& err) {
-  CLI::App app{"Ember exporter: builds a .pte program (bundled examples for now)", "exporter"};
-  std::string example, output, backends = kPortableBackend, manifest_path;
+  CLI::App app{"Ember exporter: turns an ONNX model (or a bundled example) into a .pte program", "exporter"};
+  std::string model, example, output, backends = kPortableBackend, manifest_path;
+  std::vector<std::string> input_shapes;
   uint64_t seed = 1;
   bool strip_debug = false, no_fold = false;
-  app.add_option("--example", example, "bundled model to export: mlp or cnn")->required();
+  app.add_option("model", model, "the .onnx file to export (external data files are read from its folder)");
+  app.add_option("--example", example, "bundled model to export instead: mlp or cnn");
   app.add_option("-o,--output", output, "the .pte file to write")->required();
+  app.add_option("--input-shape", input_shapes,
+                 "NAME=DIMS for an ONNX input, DIMS joined by 'x', each a size, SYM:MIN..MAX, SYM:MAX or SYM "
+                 "(e.g. input=batch:1..8x3x224x224); repeatable")
+      ->expected(1)
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
   app.add_option("--backends", backends, "backend priority list, e.g. null,portable (portable is always the fallback)")
       ->capture_default_str();
   app.add_option("--manifest", manifest_path,
@@ -46,6 +56,10 @@ int run_cli(int argc, const char* const* argv, std::ostream& out, std::ostream& 
   app.set_version_flag("--version", std::string(kProducer));
   try {
     app.parse(argc, argv);
+    if (model.empty() == example.empty()) {
+      throw CLI::ValidationError("give either an ONNX model file or --example (not both)");
+    }
+    if (!example.empty() && !input_shapes.empty()) throw CLI::ValidationError("--input-shape applies to ONNX models only");
   } catch (const CLI::CallForHelp&) {
     out << app.help();
     return 0;
@@ -57,12 +71,14 @@ int run_cli(int argc, const char* const* argv, std::ostream& out, std::ostream& 
     return 1;
   }
   try {
+    const auto start = std::chrono::steady_clock::now();
     ExportOptions options;
     options.backends = split_list(backends);
     if (options.backends.empty()) throw ExportError("--backends is empty");
     options.strip_debug = strip_debug;
     options.fold_constants = !no_fold;
     std::optional<CapabilityManifest> manifest;
+    std::string warning;
     if (!manifest_path.empty()) {
       manifest = CapabilityManifest::load(manifest_path);
     } else if (std::filesystem::exists(EMBER_DEFAULT_MANIFEST)) {
@@ -74,12 +90,28 @@ int run_cli(int argc, const char* const* argv, std::ostream& out, std::ostream& 
                             ": backend '" + b + "' needs one (pass --manifest)");
         }
       }
-      err << "exporter: warning: no capability manifest at " << EMBER_DEFAULT_MANIFEST
-          << "; assuming portable kernels for every op (pass --manifest to check)\n";
+      warning = std::string("exporter: warning: no capability manifest at ") + EMBER_DEFAULT_MANIFEST +
+                "; assuming portable kernels for every op (pass --manifest to check)\n";
     }
     if (manifest) options.manifest = &*manifest;
 
-    Graph graph = build_example(example, seed);
+    Graph graph;
+    std::string import_summary, source;
+    if (!model.empty()) {
+      OnnxImportOptions import_options;
+      import_options.input_shapes = parse_input_shapes(input_shapes);
+      OnnxImport imported = import_onnx_file(model, import_options);
+      import_summary = format_import_summary(imported.stats);
+      graph = std::move(imported.graph);
+      source = "'" + model + "'";
+    } else {
+      graph = build_example(example, seed);
+      source = "example '" + example + "' (seed " + std::to_string(seed) + ")";
+    }
+    std::string symbols;
+    for (const Symbol& sym : graph.symbols) {
+      if (!sym.derived) symbols += (symbols.empty() ? "" : ", ") + sym.name + " " + std::to_string(sym.min) + ".." + std::to_string(sym.max);
+    }
     ExportResult result = export_graph(std::move(graph), options);
     std::ofstream file(output, std::ios::binary | std::ios::trunc);
     if (!file) throw ExportError("cannot open '" + output + "' for writing");
@@ -87,9 +119,16 @@ int run_cli(int argc, const char* const* argv, std::ostream& out, std::ostream& 
                static_cast<std::streamsize>(result.program.bytes.size()));
     file.close();
     if (!file) throw ExportError("writing '" + output + "' failed");
-    out << "exporter: example '" << example << "' (seed " << seed << ") -> " << output << "\n";
+    err << warning;
+    out << "exporter: " << source << " -> " << output << "\n";
+    out << import_summary;
     out << "manifest: " << (manifest ? manifest->source() : std::string("none")) << "; backends: " << backends << "\n";
+    if (!symbols.empty()) out << "symbols: " << symbols << "\n";
     out << format_summary(result);
+    const double total = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    char buf[96];
+    std::snprintf(buf, sizeof(buf), "total: %.1f ms\n", total * 1e3);
+    out << buf;
     return 0;
   } catch (const std::exception& e) {
     err << "exporter: error: " << e.what() << "\n";

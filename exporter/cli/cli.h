@@ -1,4 +1,6 @@
 // The `exporter` command line, as a function so tests can drive it without a process:
+//   exporter MODEL.onnx -o out.pte [--input-shape NAME=DIMS ...] [--backends LIST] [--manifest PATH]
+//            [--strip-debug] [--no-fold]
 //   exporter --example mlp|cnn -o out.pte [--backends LIST] [--manifest PATH] [--seed N] [--strip-debug]
 // Prints the summary to `out`; every error is one line "exporter: error: ..." on `err` and exit
 // code 1. Returns the process exit code.

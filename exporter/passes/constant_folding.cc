@@ -112,8 +112,13 @@ int remove_dead_code(Graph& graph) {
   }
   int removed = 0;
   for (char k : keep_node) removed += k ? 0 : 1;
-  if (removed == 0) return 0;
-  compact(graph, referenced_values(graph, keep_node), keep_node);
+  // Also drops values nothing references any more (constants replaced by a pass), even when no node
+  // was removed.
+  const std::vector<char> keep = referenced_values(graph, keep_node);
+  bool drop_values = false;
+  for (char k : keep) drop_values = drop_values || !k;
+  if (removed == 0 && !drop_values) return 0;
+  compact(graph, keep, keep_node);
   return removed;
 }
 

@@ -15,7 +15,8 @@ struct FoldStats {
 FoldStats fold_constants(Graph& graph);
 
 // Removes nodes whose outputs nobody reads (and that are not graph outputs), then values that are
-// no longer referenced (except graph inputs). Renumbers ids. Returns the number of nodes removed.
+// no longer referenced (except graph inputs), also when no node was removed. Renumbers ids. Returns
+// the number of nodes removed.
 int remove_dead_code(Graph& graph);
 
 }  // namespace ember::exporter

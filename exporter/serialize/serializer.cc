@@ -107,6 +107,41 @@ fb::AttributesUnion to_fb_attrs(const Node& node) {
       u.Set(std::move(t));
       break;
     }
+    case AttrKind::Clip: {
+      fb::ClipAttrsT t;
+      t.min = a.clip_min;
+      t.max = a.clip_max;
+      u.Set(std::move(t));
+      break;
+    }
+    case AttrKind::HardSigmoid: {
+      fb::HardSigmoidAttrsT t;
+      t.alpha = a.alpha;
+      t.beta = a.beta;
+      u.Set(std::move(t));
+      break;
+    }
+    case AttrKind::Reduce: {
+      fb::ReduceAttrsT t;
+      t.axes.assign(a.axes, a.axes + a.count);
+      t.keepdims = a.keepdims;
+      u.Set(std::move(t));
+      break;
+    }
+    case AttrKind::Pad: {
+      fb::PadAttrsT t;  // ONNX order: the begins of every dim, then the ends
+      t.pads.assign(a.pads, a.pads + 2 * a.count);
+      t.value = a.pad_value;
+      t.mode = static_cast<fb::PadMode>(a.pad_mode);
+      u.Set(std::move(t));
+      break;
+    }
+    case AttrKind::Cast: {
+      fb::CastAttrsT t;
+      t.to = static_cast<fb::ScalarType>(a.cast_to);
+      u.Set(std::move(t));
+      break;
+    }
   }
   return u;
 }

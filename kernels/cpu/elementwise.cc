@@ -1,4 +1,6 @@
-// f32 elementwise kernels: broadcasting add/sub/mul/div and relu/gelu/silu/sigmoid/tanh.
+// f32 elementwise kernels: broadcasting add/sub/mul/div, relu/gelu/silu/sigmoid/tanh, the
+// importer's clip/hard_sigmoid/hard_swish/erf/sqrt/exp/neg, pow (vector fast paths for a scalar
+// exponent of 1, 2 or 3, std::pow per element otherwise) and where (f32).
 //
 // Broadcasting: the operands' strides are aligned to the output, size-1 output dims dropped and
 // adjacent dims merged where both operands stay contiguous (or stay broadcast), so a same-shape op
@@ -10,6 +12,7 @@
 #define HWY_TARGET_INCLUDE "kernels/cpu/elementwise.cc"
 #include "kernels/cpu/hwy_dispatch.h"
 
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 
@@ -23,7 +26,10 @@
 namespace ember::kernels::cpu_detail {
 
 enum class BinaryOp : int { Add, Sub, Mul, Div };
-enum class UnaryOp : int { Relu, GeluErf, GeluTanh, Silu, Sigmoid, Tanh };
+enum class UnaryOp : int {
+  Relu, GeluErf, GeluTanh, Silu, Sigmoid, Tanh,
+  Clip, HardSigmoid, HardSwish, Erf, Sqrt, Exp, Neg, Square, Cube, Copy,
+};
 
 constexpr size_t kBlock = 8192;  // elements per work unit along the run
 
@@ -46,6 +52,17 @@ struct UnaryPlan {
   const float* in;
   float* out;
   size_t count;
+  float p0 = 0.0f, p1 = 0.0f;  // Clip: min, max. HardSigmoid: alpha, beta.
+};
+
+// where(cond, x, y) with all three of the output's shape, or y (or x) a single element.
+struct WherePlan {
+  const uint8_t* cond;
+  const float* x;
+  const float* y;
+  float* out;
+  size_t count;
+  bool x_scalar, y_scalar;
 };
 
 }  // namespace ember::kernels::cpu_detail
@@ -175,8 +192,36 @@ HWY_INLINE V Sigmoid(D d, V x) {
   return hn::IfThenElse(hn::Lt(x, hn::Zero(d)), hn::Mul(e, r), r);
 }
 
+// lo <= x <= hi by comparisons, so a NaN x stays NaN (as the reference; hn::Min/Max do not say).
+template <class V>
+HWY_INLINE V ClampKeepNaN(V x, V lo, V hi) {
+  x = hn::IfThenElse(hn::Lt(x, lo), lo, x);
+  return hn::IfThenElse(hn::Gt(x, hi), hi, x);
+}
+
 template <UnaryOp kOp, class D, class V>
-HWY_INLINE V Apply1(D d, V x) {
+HWY_INLINE V Apply1(D d, V x, V p0, V p1) {
+  if constexpr (kOp == UnaryOp::Clip) return ClampKeepNaN(x, p0, p1);
+  if constexpr (kOp == UnaryOp::HardSigmoid) {
+    return ClampKeepNaN(hn::MulAdd(p0, x, p1), hn::Zero(d), hn::Set(d, 1.0f));
+  }
+  if constexpr (kOp == UnaryOp::HardSwish) {
+    const V r = ClampKeepNaN(hn::Add(x, hn::Set(d, 3.0f)), hn::Zero(d), hn::Set(d, 6.0f));
+    return hn::Div(hn::Mul(x, r), hn::Set(d, 6.0f));
+  }
+  if constexpr (kOp == UnaryOp::Erf) return hn::IfThenElse(hn::IsNaN(x), x, Erf(d, x));
+  if constexpr (kOp == UnaryOp::Sqrt) return hn::Sqrt(x);
+  if constexpr (kOp == UnaryOp::Exp) {
+    // hwy's Exp is valid up to +104 and returns 0 for NaN: pass NaN through, and from the first
+    // f32 above ln(FLT_MAX) on the result is inf (as exp in double rounded to f32).
+    const V e = hn::Exp(d, hn::Min(x, hn::Set(d, 100.0f)));
+    const V big = hn::IfThenElse(hn::Ge(x, hn::Set(d, 88.72283935546875f)), hn::Set(d, HUGE_VALF), e);
+    return hn::IfThenElse(hn::IsNaN(x), x, big);
+  }
+  if constexpr (kOp == UnaryOp::Neg) return hn::Neg(x);
+  if constexpr (kOp == UnaryOp::Square) return hn::Mul(x, x);
+  if constexpr (kOp == UnaryOp::Cube) return hn::Mul(hn::Mul(x, x), x);
+  if constexpr (kOp == UnaryOp::Copy) return x;
   if constexpr (kOp == UnaryOp::Relu) return hn::Max(x, hn::Zero(d));
   if constexpr (kOp == UnaryOp::GeluErf) {
     const V half_x = hn::Mul(x, hn::Set(d, 0.5f));
@@ -195,12 +240,20 @@ HWY_INLINE V Apply1(D d, V x) {
 }
 
 template <UnaryOp kOp>
-HWY_INLINE void UnaryRun(const float* in, float* out, size_t n) {
+HWY_INLINE void UnaryRun(const float* in, float* out, size_t n, float p0, float p1) {
   const hn::ScalableTag<float> d;
   const size_t lanes = hn::Lanes(d);
+  const auto v0 = hn::Set(d, p0), v1 = hn::Set(d, p1);
   size_t i = 0;
-  for (; i + lanes <= n; i += lanes) hn::StoreU(Apply1<kOp>(d, hn::LoadU(d, in + i)), d, out + i);
-  if (i < n) StoreTail(d, Apply1<kOp>(d, LoadTail(d, in + i, n - i)), out + i, n - i);
+  for (; i + lanes <= n; i += lanes) {
+    hn::StoreU(Apply1<kOp>(d, hn::LoadU(d, in + i), v0, v1), d, out + i);
+  }
+  if (i < n) StoreTail(d, Apply1<kOp>(d, LoadTail(d, in + i, n - i), v0, v1), out + i, n - i);
+}
+
+template <UnaryOp kOp>
+HWY_INLINE void UnaryRun(const float* in, float* out, size_t n) {
+  UnaryRun<kOp>(in, out, n, 0.0f, 0.0f);
 }
 
 void unary_f32_impl(const cpu_detail::UnaryPlan& p, size_t begin, size_t end) {
@@ -208,12 +261,43 @@ void unary_f32_impl(const cpu_detail::UnaryPlan& p, size_t begin, size_t end) {
   float* out = p.out + begin;
   const size_t n = end - begin;
   switch (p.op) {
+    case UnaryOp::Clip: return UnaryRun<UnaryOp::Clip>(in, out, n, p.p0, p.p1);
+    case UnaryOp::HardSigmoid: return UnaryRun<UnaryOp::HardSigmoid>(in, out, n, p.p0, p.p1);
+    case UnaryOp::HardSwish: return UnaryRun<UnaryOp::HardSwish>(in, out, n);
+    case UnaryOp::Erf: return UnaryRun<UnaryOp::Erf>(in, out, n);
+    case UnaryOp::Sqrt: return UnaryRun<UnaryOp::Sqrt>(in, out, n);
+    case UnaryOp::Exp: return UnaryRun<UnaryOp::Exp>(in, out, n);
+    case UnaryOp::Neg: return UnaryRun<UnaryOp::Neg>(in, out, n);
+    case UnaryOp::Square: return UnaryRun<UnaryOp::Square>(in, out, n);
+    case UnaryOp::Cube: return UnaryRun<UnaryOp::Cube>(in, out, n);
+    case UnaryOp::Copy: return UnaryRun<UnaryOp::Copy>(in, out, n);
     case UnaryOp::Relu: return UnaryRun<UnaryOp::Relu>(in, out, n);
     case UnaryOp::GeluErf: return UnaryRun<UnaryOp::GeluErf>(in, out, n);
     case UnaryOp::GeluTanh: return UnaryRun<UnaryOp::GeluTanh>(in, out, n);
     case UnaryOp::Silu: return UnaryRun<UnaryOp::Silu>(in, out, n);
     case UnaryOp::Sigmoid: return UnaryRun<UnaryOp::Sigmoid>(in, out, n);
     case UnaryOp::Tanh: return UnaryRun<UnaryOp::Tanh>(in, out, n);
+  }
+}
+
+// Elements [begin, end) of where(); bool bytes are widened to 32-bit lanes for the mask.
+void where_f32_impl(const cpu_detail::WherePlan& p, size_t begin, size_t end) {
+  const hn::ScalableTag<float> d;
+  const hn::Rebind<uint32_t, decltype(d)> du;
+  const hn::Rebind<uint8_t, decltype(d)> d8;
+  const size_t lanes = hn::Lanes(d);
+  const auto xs = hn::Set(d, p.x[0]), ys = hn::Set(d, p.y[0]);
+  auto select = [&](size_t i, auto c8, size_t n) {
+    const auto mask = hn::RebindMask(d, hn::Ne(hn::PromoteTo(du, c8), hn::Zero(du)));
+    const auto vx = p.x_scalar ? xs : (n == lanes ? hn::LoadU(d, p.x + i) : LoadTail(d, p.x + i, n));
+    const auto vy = p.y_scalar ? ys : (n == lanes ? hn::LoadU(d, p.y + i) : LoadTail(d, p.y + i, n));
+    return hn::IfThenElse(mask, vx, vy);
+  };
+  size_t i = begin;
+  for (; i + lanes <= end; i += lanes) hn::StoreU(select(i, hn::LoadU(d8, p.cond + i), lanes), d, p.out + i);
+  if (i < end) {
+    const size_t n = end - i;
+    StoreTail(d, select(i, LoadTail(d8, p.cond + i, n), n), p.out + i, n);
   }
 }
 
@@ -224,6 +308,7 @@ HWY_AFTER_NAMESPACE();
 namespace ember::kernels {
 EMBER_HWY_EXPORT(binary_f32_impl);
 EMBER_HWY_EXPORT(unary_f32_impl);
+EMBER_HWY_EXPORT(where_f32_impl);
 
 namespace cpu_detail {
 namespace {
@@ -297,10 +382,54 @@ void run_binary(KernelContext& ctx, BinaryOp op, const TensorView& a, const Tens
             binary_units, 64);
 }
 
-void run_unary(KernelContext& ctx, UnaryOp op, const TensorView& in, TensorView& out) {
-  UnaryPlan plan{op, in.data_as<const float>(), out.data_as<float>(), static_cast<size_t>(in.numel())};
+void run_unary(KernelContext& ctx, UnaryOp op, const TensorView& in, TensorView& out,
+               float p0 = 0.0f, float p1 = 0.0f) {
+  UnaryPlan plan{op, in.data_as<const float>(), out.data_as<float>(), static_cast<size_t>(in.numel()),
+                 p0, p1};
   run_units(ctx.pool, (plan.count + kBlock - 1) / kBlock, double(plan.count), kMinParallelElements,
             &plan, unary_units, 64);
+}
+
+void where_units(const void* plan, size_t begin, size_t end) {
+  const WherePlan& p = *static_cast<const WherePlan*>(plan);
+  EMBER_HWY_DISPATCH(where_f32_impl)(p, begin * kBlock, end * kBlock < p.count ? end * kBlock : p.count);
+}
+
+bool same_dims(const TensorView& a, const TensorView& b) {
+  if (a.rank != b.rank) return false;
+  for (int i = 0; i < a.rank; ++i) {
+    if (a.dims[i] != b.dims[i]) return false;
+  }
+  return true;
+}
+
+// Element strides of `t` broadcast to `out` (0 along broadcast dims).
+void broadcast_strides(const TensorView& t, const TensorView& out, int64_t* strides) {
+  int64_t stride = 1;
+  for (int i = out.rank - 1; i >= 0; --i) {
+    const int src = i - (out.rank - t.rank);
+    strides[i] = (src < 0 || t.dims[src] == 1) ? 0 : stride;
+    if (src >= 0) stride *= t.dims[src];
+  }
+}
+
+// Scalar walk over the output with up to three broadcast operands: fn(i, offsets).
+template <int kOperands, typename Fn>
+void walk_broadcast(const TensorView* operands, const TensorView& out, Fn fn) {
+  int64_t strides[kOperands][kMaxRank];
+  for (int k = 0; k < kOperands; ++k) broadcast_strides(operands[k], out, strides[k]);
+  int64_t index[kMaxRank] = {0};
+  int64_t offset[kOperands] = {0};
+  const int64_t n = static_cast<int64_t>(out.numel());
+  for (int64_t i = 0; i < n; ++i) {
+    fn(i, offset);
+    for (int dim = out.rank - 1; dim >= 0; --dim) {
+      for (int k = 0; k < kOperands; ++k) offset[k] += strides[k][dim];
+      if (++index[dim] < out.dims[dim]) break;
+      for (int k = 0; k < kOperands; ++k) offset[k] -= strides[k][dim] * out.dims[dim];
+      index[dim] = 0;
+    }
+  }
 }
 
 }  // namespace
@@ -330,7 +459,76 @@ EMBER_CPU_UNARY(relu, UnaryOp::Relu)
 EMBER_CPU_UNARY(silu, UnaryOp::Silu)
 EMBER_CPU_UNARY(sigmoid, UnaryOp::Sigmoid)
 EMBER_CPU_UNARY(tanh, UnaryOp::Tanh)
+
+EMBER_CPU_UNARY(hard_swish, UnaryOp::HardSwish)
+EMBER_CPU_UNARY(erf, UnaryOp::Erf)
+EMBER_CPU_UNARY(sqrt, UnaryOp::Sqrt)
+EMBER_CPU_UNARY(exp, UnaryOp::Exp)
+EMBER_CPU_UNARY(neg, UnaryOp::Neg)
 #undef EMBER_CPU_UNARY
+
+void clip(KernelContext& ctx, const OpAttrs& attrs, const TensorView* inputs, size_t,
+          TensorView* outputs, size_t) {
+  cpu_detail::run_unary(ctx, UnaryOp::Clip, inputs[0], outputs[0], attrs.clip_min, attrs.clip_max);
+}
+
+void hard_sigmoid(KernelContext& ctx, const OpAttrs& attrs, const TensorView* inputs, size_t,
+                  TensorView* outputs, size_t) {
+  cpu_detail::run_unary(ctx, UnaryOp::HardSigmoid, inputs[0], outputs[0], attrs.alpha, attrs.beta);
+}
+
+// x ** y. A single-element exponent of 1, 2 or 3 with x of the output's shape is a vector kernel
+// (x * x is the correctly rounded square, as the reference's double pow rounded to f32); anything
+// else is std::pow in double per element, walking the broadcast.
+void pow(KernelContext& ctx, const OpAttrs&, const TensorView* inputs, size_t,
+         TensorView* outputs, size_t) {
+  const TensorView& x = inputs[0];
+  const TensorView& y = inputs[1];
+  TensorView& out = outputs[0];
+  if (y.numel() == 1 && cpu_detail::same_dims(x, out)) {
+    const float e = y.data_as<const float>()[0];
+    if (e == 1.0f || e == 2.0f || e == 3.0f) {
+      cpu_detail::run_unary(ctx, e == 1.0f ? UnaryOp::Copy : (e == 2.0f ? UnaryOp::Square : UnaryOp::Cube),
+                            x, out);
+      return;
+    }
+  }
+  const float* px = x.data_as<const float>();
+  const float* py = y.data_as<const float>();
+  float* po = out.data_as<float>();
+  cpu_detail::walk_broadcast<2>(inputs, out, [&](int64_t i, const int64_t* off) {
+    po[i] = static_cast<float>(std::pow(static_cast<double>(px[off[0]]), static_cast<double>(py[off[1]])));
+  });
+}
+
+// f32 where: vectors when x and y each have the output's shape or are a single element and cond
+// has the output's shape; otherwise a scalar broadcast walk.
+void where(KernelContext& ctx, const OpAttrs&, const TensorView* inputs, size_t,
+           TensorView* outputs, size_t) {
+  const TensorView& cond = inputs[0];
+  const TensorView& x = inputs[1];
+  const TensorView& y = inputs[2];
+  TensorView& out = outputs[0];
+  const bool x_scalar = x.numel() == 1, y_scalar = y.numel() == 1;
+  if (cpu_detail::same_dims(cond, out) && (x_scalar || cpu_detail::same_dims(x, out)) &&
+      (y_scalar || cpu_detail::same_dims(y, out))) {
+    cpu_detail::WherePlan plan{cond.data_as<const uint8_t>(), x.data_as<const float>(),
+                               y.data_as<const float>(), out.data_as<float>(),
+                               static_cast<size_t>(out.numel()), x_scalar, y_scalar};
+    if (plan.count == 0) return;
+    cpu_detail::run_units(ctx.pool, (plan.count + cpu_detail::kBlock - 1) / cpu_detail::kBlock,
+                          double(plan.count), cpu_detail::kMinParallelElements, &plan,
+                          cpu_detail::where_units, 64);
+    return;
+  }
+  const uint8_t* pc = cond.data_as<const uint8_t>();
+  const float* px = x.data_as<const float>();
+  const float* py = y.data_as<const float>();
+  float* po = out.data_as<float>();
+  cpu_detail::walk_broadcast<3>(inputs, out, [&](int64_t i, const int64_t* off) {
+    po[i] = pc[off[0]] != 0 ? px[off[1]] : py[off[2]];
+  });
+}
 
 void gelu(KernelContext& ctx, const OpAttrs& attrs, const TensorView* inputs, size_t,
           TensorView* outputs, size_t) {

@@ -1,11 +1,14 @@
 // Movement ops for any dtype of 8 bits or more: bytes are moved, never interpreted, so one code
 // path per element size (1, 2, 4, 8 bytes) serves every dtype. Plain C++ (no Highway): these are
-// memory-bound copies; contiguous runs go through memcpy and the 2-D transpose is tiled.
+// memory-bound copies; contiguous runs go through memcpy and the 2-D transpose is tiled. pad is f32
+// only (its value must be converted for other dtypes; the reference serves those): output rows along
+// the last axis are a memcpy of the source row between the two pad runs.
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
 
 #include "kernels/cpu/ops.h"
+#include "kernels/cpu/parallel.h"
 
 namespace ember::kernels::cpu {
 namespace {
@@ -263,6 +266,107 @@ void slice(KernelContext&, const OpAttrs& attrs, const TensorView* inputs, size_
     dst += run_bytes;
     c.next();
   }
+}
+
+namespace {
+
+// The input index that output index i along an axis reads (the reference's rule: j = i - begin,
+// mirrored or clamped outside [0, dim) by the mode); -1 for the constant value.
+int64_t pad_source(int64_t i, int64_t begin, int64_t dim, PadMode mode) {
+  uint64_t j = 0;
+  const uint64_t udim = static_cast<uint64_t>(dim);
+  if (begin > 0 && i < begin) {
+    if (mode == PadMode::Constant) return -1;
+    j = mode == PadMode::Reflect ? static_cast<uint64_t>(begin - i) : 0;
+  } else {
+    j = static_cast<uint64_t>(i) - static_cast<uint64_t>(begin);
+    if (j >= udim) {
+      if (mode == PadMode::Constant) return -1;
+      j = mode == PadMode::Reflect ? 2 * (udim - 1) - j : udim - 1;
+    }
+  }
+  return static_cast<int64_t>(j);
+}
+
+struct PadPlan {
+  const float* in;
+  float* out;
+  const OpAttrs* attrs;
+  int rank;
+  const int64_t* in_dims;
+  const int64_t* out_dims;
+  int64_t in_strides[kMaxRank];
+};
+
+// Output rows [begin, end) along the last axis.
+void pad_rows(const void* plan, size_t begin, size_t end) {
+  const PadPlan& p = *static_cast<const PadPlan*>(plan);
+  const int last = p.rank - 1;
+  const int64_t in_w = p.in_dims[last], out_w = p.out_dims[last];
+  const int64_t pb = p.attrs->pads[last];
+  const PadMode mode = p.attrs->pad_mode;
+  const float value = p.attrs->pad_value;
+  // Output columns [lo, hi) read the contiguous input columns [lo - pb, hi - pb).
+  const int64_t lo = pb > 0 ? (pb < out_w ? pb : out_w) : 0;
+  // i - pb < in_w  <=>  i < in_w + pb, which the shape function checked not to overflow.
+  const int64_t limit = in_w + pb;
+  const int64_t hi = limit < lo ? lo : (limit > out_w ? out_w : limit);
+  for (size_t r = begin; r < end; ++r) {
+    float* dst = p.out + r * static_cast<size_t>(out_w);
+    // Source offset of the row from the outer indices (row-major decomposition of r).
+    int64_t offset = 0;
+    bool constant_row = false;
+    size_t rem = r;
+    for (int a = last - 1; a >= 0; --a) {
+      const int64_t i = static_cast<int64_t>(rem % static_cast<size_t>(p.out_dims[a]));
+      rem /= static_cast<size_t>(p.out_dims[a]);
+      const int64_t j = pad_source(i, p.attrs->pads[a], p.in_dims[a], mode);
+      if (j < 0) {
+        constant_row = true;
+        break;
+      }
+      offset += j * p.in_strides[a];
+    }
+    if (constant_row) {
+      for (int64_t i = 0; i < out_w; ++i) dst[i] = value;
+      continue;
+    }
+    const float* src = p.in + offset;
+    for (int64_t i = 0; i < lo; ++i) {
+      const int64_t j = pad_source(i, pb, in_w, mode);
+      dst[i] = j < 0 ? value : src[j];
+    }
+    if (hi > lo) {
+      std::memcpy(dst + lo, src + (lo - pb), static_cast<size_t>(hi - lo) * sizeof(float));
+    }
+    for (int64_t i = hi; i < out_w; ++i) {
+      const int64_t j = pad_source(i, pb, in_w, mode);
+      dst[i] = j < 0 ? value : src[j];
+    }
+  }
+}
+
+}  // namespace
+
+void pad(KernelContext& ctx, const OpAttrs& attrs, const TensorView* inputs, size_t,
+         TensorView* outputs, size_t) {
+  const TensorView& x = inputs[0];
+  TensorView& out = outputs[0];
+  const uint64_t n = out.numel();
+  if (n == 0) return;
+  float* po = out.data_as<float>();
+  if (x.rank == 0) {
+    po[0] = x.data_as<const float>()[0];
+    return;
+  }
+  PadPlan p{x.data_as<const float>(), po, &attrs, x.rank, x.dims, out.dims, {0}};
+  int64_t stride = 1;
+  for (int i = x.rank - 1; i >= 0; --i) {
+    p.in_strides[i] = stride;
+    stride *= x.dims[i];
+  }
+  const size_t rows = static_cast<size_t>(n / static_cast<uint64_t>(out.dims[x.rank - 1]));
+  cpu_detail::run_units(ctx.pool, rows, double(n), 1 << 16, &p, pad_rows);
 }
 
 }  // namespace ember::kernels::cpu

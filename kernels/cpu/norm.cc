@@ -1,4 +1,10 @@
-// f32 softmax (any axis) and layer_norm (over dims [axis, rank), gamma and beta optional).
+// f32 softmax (any axis) and layer_norm (over dims [axis, rank), gamma and beta optional), the
+// reductions reduce_sum / reduce_mean and inference batch_norm.
+//
+// Reductions whose reduced axes all follow the kept ones (size-1 dims aside: the last axis, the
+// spatial dims of NCHW, everything) are contiguous rows, summed with f64 vector accumulators so
+// they agree with the reference's double sum to within the final f32 rounding; other axis sets take
+// a scalar double walk. batch_norm folds each channel into y = x a + b (a, b computed in double).
 //
 // softmax over the last axis works on contiguous rows: max, exp(x - max) with the sum, then a scale.
 // Over another axis, [outer, axis, inner] is processed a vector of `inner` columns at a time, so the
@@ -36,6 +42,22 @@ struct LayerNormPlan {
   float* out;
   int64_t row;
   float epsilon;
+};
+
+struct ReducePlan {
+  const float* in;
+  float* out;
+  int64_t row;  // reduced elements per output element
+  bool mean;
+};
+
+// Units are the planes (batch index, channel c0 + c) for c < chunk.
+struct BatchNormPlan {
+  const float* in;
+  float* out;
+  const float* a;  // [chunk]: scale / sqrt(var + eps) of channels c0 ..
+  const float* b;  // [chunk]: bias - mean * a
+  int64_t chunk, channels, c0, plane;
 };
 
 }  // namespace ember::kernels::cpu_detail
@@ -169,6 +191,45 @@ void layer_norm_f32_impl(const cpu_detail::LayerNormPlan& p, size_t begin, size_
   }
 }
 
+// Rows [begin, end): out[r] = sum (or mean) of in[r * row, (r + 1) * row), accumulated in f64.
+void reduce_rows_f32_impl(const cpu_detail::ReducePlan& p, size_t begin, size_t end) {
+  const hn::ScalableTag<double> dd;
+  const hn::Rebind<float, decltype(dd)> df;  // Lanes(dd) floats, promoted to doubles
+  const size_t lanes = hn::Lanes(dd);
+  const size_t n = static_cast<size_t>(p.row);
+  for (size_t r = begin; r < end; ++r) {
+    const float* x = p.in + r * n;
+    auto s0 = hn::Zero(dd), s1 = hn::Zero(dd);
+    size_t i = 0;
+    for (; i + 2 * lanes <= n; i += 2 * lanes) {
+      s0 = hn::Add(s0, hn::PromoteTo(dd, hn::LoadU(df, x + i)));
+      s1 = hn::Add(s1, hn::PromoteTo(dd, hn::LoadU(df, x + i + lanes)));
+    }
+    for (; i + lanes <= n; i += lanes) s0 = hn::Add(s0, hn::PromoteTo(dd, hn::LoadU(df, x + i)));
+    if (i < n) s1 = hn::Add(s1, hn::PromoteTo(dd, LoadTail(df, x + i, n - i)));
+    double sum = hn::GetLane(hn::SumOfLanes(dd, hn::Add(s0, s1)));
+    if (p.mean) sum /= static_cast<double>(n);
+    p.out[r] = static_cast<float>(sum);
+  }
+}
+
+// Planes [begin, end) of the plan: y = x * a[c] + b[c].
+void batch_norm_f32_impl(const cpu_detail::BatchNormPlan& p, size_t begin, size_t end) {
+  const hn::ScalableTag<float> d;
+  const size_t lanes = hn::Lanes(d);
+  const size_t n = static_cast<size_t>(p.plane);
+  for (size_t u = begin; u < end; ++u) {
+    const int64_t bi = static_cast<int64_t>(u) / p.chunk, c = static_cast<int64_t>(u) % p.chunk;
+    const auto a = hn::Set(d, p.a[c]), b = hn::Set(d, p.b[c]);
+    const size_t offset = static_cast<size_t>((bi * p.channels + p.c0 + c) * p.plane);
+    const float* x = p.in + offset;
+    float* y = p.out + offset;
+    size_t i = 0;
+    for (; i + lanes <= n; i += lanes) hn::StoreU(hn::MulAdd(hn::LoadU(d, x + i), a, b), d, y + i);
+    if (i < n) StoreTail(d, hn::MulAdd(LoadTail(d, x + i, n - i), a, b), y + i, n - i);
+  }
+}
+
 }  // namespace ember::kernels::HWY_NAMESPACE
 HWY_AFTER_NAMESPACE();
 
@@ -177,6 +238,8 @@ namespace ember::kernels {
 EMBER_HWY_EXPORT(softmax_f32_impl);
 EMBER_HWY_EXPORT(layer_norm_f32_impl);
 EMBER_HWY_EXPORT(softmax_lanes_impl);
+EMBER_HWY_EXPORT(reduce_rows_f32_impl);
+EMBER_HWY_EXPORT(batch_norm_f32_impl);
 
 namespace cpu_detail {
 namespace {
@@ -185,6 +248,87 @@ void softmax_units(const void* plan, size_t begin, size_t end) {
 }
 void layer_norm_units(const void* plan, size_t begin, size_t end) {
   EMBER_HWY_DISPATCH(layer_norm_f32_impl)(*static_cast<const LayerNormPlan*>(plan), begin, end);
+}
+void reduce_units(const void* plan, size_t begin, size_t end) {
+  EMBER_HWY_DISPATCH(reduce_rows_f32_impl)(*static_cast<const ReducePlan*>(plan), begin, end);
+}
+void batch_norm_units(const void* plan, size_t begin, size_t end) {
+  EMBER_HWY_DISPATCH(batch_norm_f32_impl)(*static_cast<const BatchNormPlan*>(plan), begin, end);
+}
+
+void reduce(KernelContext& ctx, const OpAttrs& attrs, const TensorView& x, TensorView& out,
+            bool mean) {
+  bool reduced[kMaxRank] = {false};
+  for (int j = 0; j < attrs.count; ++j) {
+    reduced[attrs.axes[j] < 0 ? attrs.axes[j] + x.rank : attrs.axes[j]] = true;
+  }
+  if (attrs.count == 0) {
+    for (int i = 0; i < x.rank; ++i) reduced[i] = true;
+  }
+  int64_t outer = 1, row = 1;
+  bool trailing = true;  // every reduced dim (of size > 1) follows every kept dim (of size > 1)
+  bool seen_reduced = false;
+  for (int i = 0; i < x.rank; ++i) {
+    if (reduced[i]) {
+      row *= x.dims[i];
+      if (x.dims[i] != 1) seen_reduced = true;
+    } else {
+      outer *= x.dims[i];
+      if (x.dims[i] != 1 && seen_reduced) trailing = false;
+    }
+  }
+  const float* px = x.data_as<const float>();
+  float* po = out.data_as<float>();
+  if (outer == 0) return;
+  if (row == 0) {  // empty extent: sum 0, mean 0 / 0
+    const float v = mean ? std::numeric_limits<float>::quiet_NaN() : 0.0f;
+    for (int64_t i = 0; i < outer; ++i) po[i] = v;
+    return;
+  }
+  if (trailing) {
+    ReducePlan p{px, po, row, mean};
+    run_units(ctx.pool, static_cast<size_t>(outer), double(x.numel()), 1 << 16, &p, reduce_units);
+    return;
+  }
+  // General axis set: for each output element, walk its reduced sub-box (kept and reduced dims
+  // with their input strides), summing in double like the reference.
+  int64_t kept_dims[kMaxRank], kept_strides[kMaxRank], red_dims[kMaxRank], red_strides[kMaxRank];
+  int kept = 0, red = 0;
+  int64_t stride = 1;
+  for (int i = x.rank - 1; i >= 0; --i) {
+    if (reduced[i]) {
+      red_dims[red] = x.dims[i];
+      red_strides[red++] = stride;
+    } else {
+      kept_dims[kept] = x.dims[i];
+      kept_strides[kept++] = stride;
+    }
+    stride *= x.dims[i];
+  }
+  // Both lists are innermost first.
+  int64_t kidx[kMaxRank] = {0};
+  int64_t koff = 0;
+  for (int64_t o = 0; o < outer; ++o) {
+    int64_t ridx[kMaxRank] = {0};
+    int64_t roff = 0;
+    double sum = 0.0;
+    for (int64_t k = 0; k < row; ++k) {
+      sum += px[koff + roff];
+      for (int dim = 0; dim < red; ++dim) {
+        roff += red_strides[dim];
+        if (++ridx[dim] < red_dims[dim]) break;
+        roff -= red_strides[dim] * red_dims[dim];
+        ridx[dim] = 0;
+      }
+    }
+    po[o] = static_cast<float>(mean ? sum / static_cast<double>(row) : sum);
+    for (int dim = 0; dim < kept; ++dim) {
+      koff += kept_strides[dim];
+      if (++kidx[dim] < kept_dims[dim]) break;
+      koff -= kept_strides[dim] * kept_dims[dim];
+      kidx[dim] = 0;
+    }
+  }
 }
 }  // namespace
 }  // namespace cpu_detail
@@ -233,6 +377,47 @@ void layer_norm(KernelContext& ctx, const OpAttrs& attrs, const TensorView* inpu
   const size_t rows = static_cast<size_t>(x.numel() / static_cast<uint64_t>(p.row));
   cpu_detail::run_units(ctx.pool, rows, double(x.numel()) * 4.0, 1 << 16, &p,
                         cpu_detail::layer_norm_units);
+}
+
+void reduce_sum(KernelContext& ctx, const OpAttrs& attrs, const TensorView* inputs, size_t,
+                TensorView* outputs, size_t) {
+  cpu_detail::reduce(ctx, attrs, inputs[0], outputs[0], false);
+}
+
+void reduce_mean(KernelContext& ctx, const OpAttrs& attrs, const TensorView* inputs, size_t,
+                 TensorView* outputs, size_t) {
+  cpu_detail::reduce(ctx, attrs, inputs[0], outputs[0], true);
+}
+
+// Per-channel a and b live on the stack in chunks of kChunk channels, so no scratch is needed.
+void batch_norm(KernelContext& ctx, const OpAttrs& attrs, const TensorView* inputs, size_t,
+                TensorView* outputs, size_t) {
+  const TensorView& x = inputs[0];
+  const float* scale = inputs[1].data_as<const float>();
+  const float* bias = inputs[2].data_as<const float>();
+  const float* mean = inputs[3].data_as<const float>();
+  const float* var = inputs[4].data_as<const float>();
+  const int64_t n = x.dims[0], channels = x.dims[1];
+  int64_t plane = 1;
+  for (int i = 2; i < x.rank; ++i) plane *= x.dims[i];
+  if (x.numel() == 0) return;
+  constexpr int64_t kChunk = 256;
+  float a[kChunk], b[kChunk];
+  for (int64_t c0 = 0; c0 < channels; c0 += kChunk) {
+    const int64_t cn = channels - c0 < kChunk ? channels - c0 : kChunk;
+    for (int64_t c = 0; c < cn; ++c) {
+      const double inv_std =
+          1.0 / std::sqrt(static_cast<double>(var[c0 + c]) + static_cast<double>(attrs.epsilon));
+      const double ad = static_cast<double>(scale[c0 + c]) * inv_std;
+      a[c] = static_cast<float>(ad);
+      b[c] = static_cast<float>(static_cast<double>(bias[c0 + c]) -
+                                static_cast<double>(mean[c0 + c]) * ad);
+    }
+    cpu_detail::BatchNormPlan p{x.data_as<const float>(), outputs[0].data_as<float>(), a, b, cn,
+                                channels, c0, plane};
+    cpu_detail::run_units(ctx.pool, static_cast<size_t>(n * cn), double(n * cn * plane), 1 << 16,
+                          &p, cpu_detail::batch_norm_units);
+  }
 }
 
 }  // namespace cpu

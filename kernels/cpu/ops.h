@@ -43,6 +43,26 @@ EMBER_CPU_KERNEL(reshape);
 EMBER_CPU_KERNEL(transpose);
 EMBER_CPU_KERNEL(concat);
 EMBER_CPU_KERNEL(slice);
+// Added for the ONNX importer. f32 elementwise (elementwise.cc); out may alias the input.
+EMBER_CPU_KERNEL(clip);
+EMBER_CPU_KERNEL(hard_sigmoid);
+EMBER_CPU_KERNEL(hard_swish);
+EMBER_CPU_KERNEL(erf);
+EMBER_CPU_KERNEL(sqrt);
+EMBER_CPU_KERNEL(exp);
+EMBER_CPU_KERNEL(neg);
+// f32, numpy broadcasting (elementwise.cc): pow has vector paths for x ** 1, 2, 3 (scalar
+// exponent), std::pow otherwise; where is vectorized when cond has the output's shape and x and y
+// have it or are single elements.
+EMBER_CPU_KERNEL(pow);
+EMBER_CPU_KERNEL(where);
+// f32 (norm.cc): reductions (f64 accumulation; vector path when the reduced dims are trailing) and
+// inference batch_norm.
+EMBER_CPU_KERNEL(reduce_mean);
+EMBER_CPU_KERNEL(reduce_sum);
+EMBER_CPU_KERNEL(batch_norm);
+// f32 pad, all three modes (movement.cc); other dtypes use the reference.
+EMBER_CPU_KERNEL(pad);
 
 #undef EMBER_CPU_KERNEL
 

@@ -64,6 +64,21 @@ Status register_cpu_kernels(KernelRegistry& r) {
   EMBER_RETURN_IF_ERROR(add(r, OpCode::LayerNorm, cpu::layer_norm, {F, X, F}));
   EMBER_RETURN_IF_ERROR(add(r, OpCode::LayerNorm, cpu::layer_norm, {F, F}));
 
+  // Added for the ONNX importer (gather, equal, cast, expand and non-f32 where/pad: reference).
+  EMBER_RETURN_IF_ERROR(add(r, OpCode::Clip, cpu::clip, {F, F}));
+  EMBER_RETURN_IF_ERROR(add(r, OpCode::HardSigmoid, cpu::hard_sigmoid, {F, F}));
+  EMBER_RETURN_IF_ERROR(add(r, OpCode::HardSwish, cpu::hard_swish, {F, F}));
+  EMBER_RETURN_IF_ERROR(add(r, OpCode::Erf, cpu::erf, {F, F}));
+  EMBER_RETURN_IF_ERROR(add(r, OpCode::Sqrt, cpu::sqrt, {F, F}));
+  EMBER_RETURN_IF_ERROR(add(r, OpCode::Exp, cpu::exp, {F, F}));
+  EMBER_RETURN_IF_ERROR(add(r, OpCode::Neg, cpu::neg, {F, F}));
+  EMBER_RETURN_IF_ERROR(add(r, OpCode::Pow, cpu::pow, {F, F, F}));
+  EMBER_RETURN_IF_ERROR(add(r, OpCode::Where, cpu::where, {ScalarType::Bool, F, F, F}));
+  EMBER_RETURN_IF_ERROR(add(r, OpCode::ReduceMean, cpu::reduce_mean, {F, F}));
+  EMBER_RETURN_IF_ERROR(add(r, OpCode::ReduceSum, cpu::reduce_sum, {F, F}));
+  EMBER_RETURN_IF_ERROR(add(r, OpCode::BatchNorm, cpu::batch_norm, {F, F, F, F, F, F}));
+  EMBER_RETURN_IF_ERROR(add(r, OpCode::Pad, cpu::pad, {F, F}));
+
   for (ScalarType t : kMovementTypes) {
     EMBER_RETURN_IF_ERROR(add(r, OpCode::Reshape, cpu::reshape, {t, t}));
     EMBER_RETURN_IF_ERROR(add(r, OpCode::Transpose, cpu::transpose, {t, t}));

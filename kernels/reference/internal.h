@@ -2,8 +2,12 @@
 // the op's shape function, so these only index; they never fail.
 #pragma once
 
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
+#include <limits>
+#include <type_traits>
 
 #include "runtime/core/tensor_view.h"
 
@@ -42,24 +46,25 @@ inline void broadcast_strides(const int64_t* dims, int rank, int out_rank, int64
   }
 }
 
-// Odometer over dims[0..rank) that keeps up to two element offsets in step with the index.
+// Odometer over dims[0..rank) that keeps up to three element offsets in step with the index.
 struct Odometer {
+  static constexpr int kOffsets = 3;
   int rank = 0;
   const int64_t* dims = nullptr;
   int64_t index[kMaxRank] = {0};
-  const int64_t* strides[2] = {nullptr, nullptr};
-  int64_t offset[2] = {0, 0};
+  const int64_t* strides[kOffsets] = {nullptr, nullptr, nullptr};
+  int64_t offset[kOffsets] = {0, 0, 0};
 
   // Advances to the next index in row-major order (no-op past the end).
   void next() {
     for (int d = rank - 1; d >= 0; --d) {
       if (++index[d] < dims[d]) {
-        for (int k = 0; k < 2; ++k) {
+        for (int k = 0; k < kOffsets; ++k) {
           if (strides[k] != nullptr) offset[k] += strides[k][d];
         }
         return;
       }
-      for (int k = 0; k < 2; ++k) {
+      for (int k = 0; k < kOffsets; ++k) {
         if (strides[k] != nullptr) offset[k] -= strides[k][d] * (dims[d] - 1);
       }
       index[d] = 0;
@@ -69,5 +74,168 @@ struct Odometer {
 
 // Bytes per element of a type of 8 bits or more.
 inline size_t element_size(ScalarType type) { return static_cast<size_t>(bits_of(type) / 8); }
+
+// ---- Scalar conversions (Cast's rules; Pad converts its f32 value with them too) -----------------
+
+inline uint32_t float_bits(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  return u;
+}
+inline float bits_float(uint32_t u) {
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
+
+// IEEE binary16 <-> f32. To f16 rounds to nearest even; overflow gives inf, NaN stays a (quiet) NaN.
+inline float f16_to_float(uint16_t h) {
+  const uint32_t sign = static_cast<uint32_t>(h & 0x8000u) << 16;
+  const uint32_t exp = (h >> 10) & 0x1Fu;
+  const uint32_t man = h & 0x3FFu;
+  if (exp == 0x1F) return bits_float(sign | 0x7F800000u | (man << 13));
+  if (exp == 0) {  // zero or subnormal: man * 2^-24, exact in f32
+    const float v = static_cast<float>(man) * 5.9604644775390625e-8f;
+    return sign ? -v : v;
+  }
+  return bits_float(sign | ((exp + 112) << 23) | (man << 13));
+}
+
+inline uint16_t float_to_f16(float f) {
+  const uint32_t u = float_bits(f);
+  const uint16_t sign = static_cast<uint16_t>((u >> 16) & 0x8000u);
+  const uint32_t abs = u & 0x7FFFFFFFu;
+  if (abs > 0x7F800000u) return static_cast<uint16_t>(sign | 0x7E00u | ((abs >> 13) & 0x3FFu));
+  if (abs >= 0x477FF000u) return static_cast<uint16_t>(sign | 0x7C00u);  // >= 65520: inf
+  if (abs < 0x38800000u) {
+    // Below the smallest normal (2^-14): subnormal result man * 2^-24, rounded to nearest even.
+    // Adding 0.5 (2^-1) aligns bit 2^-24 with the f32 ULP of 2^-1, so the FPU does the rounding.
+    const float v = bits_float(abs) + 0.5f;
+    return static_cast<uint16_t>(sign | (float_bits(v) - 0x3F000000u));
+  }
+  // Normal: rebias 127 -> 15 and round the 13 dropped bits to nearest even (may carry into exp).
+  const uint32_t odd = (abs >> 13) & 1u;
+  const uint32_t rounded = abs + 0xFFFu + odd - (112u << 23);
+  return static_cast<uint16_t>(sign | (rounded >> 13));
+}
+
+// bfloat16 <-> f32 (the top half of an f32). To bf16 rounds to nearest even; NaN stays a NaN.
+inline float bf16_to_float(uint16_t b) { return bits_float(static_cast<uint32_t>(b) << 16); }
+inline uint16_t float_to_bf16(float f) {
+  const uint32_t u = float_bits(f);
+  if ((u & 0x7FFFFFFFu) > 0x7F800000u) return static_cast<uint16_t>((u >> 16) | 0x0040u);
+  return static_cast<uint16_t>((u + 0x7FFFu + ((u >> 16) & 1u)) >> 16);
+}
+
+// An integer as an f32 rounded to odd (truncate to 24 significant bits, then set the last bit if
+// anything was dropped). Rounding that to nearest even at <= 22 bits (f16, bf16) equals rounding the
+// integer directly: no double-rounding error.
+inline float int_to_float_odd(int64_t v) {
+  const bool negative = v < 0;
+  uint64_t m = negative ? 0 - static_cast<uint64_t>(v) : static_cast<uint64_t>(v);
+  int shift = 0;
+  while ((m >> shift) >= (1ull << 24)) ++shift;
+  if (shift > 0) {
+    const bool sticky = (m & ((1ull << shift) - 1)) != 0;
+    m = (m >> shift) | (sticky ? 1u : 0u);
+  }
+  const float f = std::ldexp(static_cast<float>(m), shift);  // exact: m < 2^24
+  return negative ? -f : f;
+}
+
+// f32 -> integer type T: truncation toward zero, NaN -> 0, out of range saturates.
+template <typename T>
+T float_to_int(float f) {
+  if (f != f) return 0;
+  const double d = std::trunc(static_cast<double>(f));
+  if (d <= static_cast<double>(std::numeric_limits<T>::min())) return std::numeric_limits<T>::min();
+  // 2^63 as a double is > INT64_MAX; every smaller double converts exactly.
+  if (d >= static_cast<double>(std::numeric_limits<T>::max())) return std::numeric_limits<T>::max();
+  return static_cast<T>(d);
+}
+
+// One element on its way through a cast: floats (f32, f16, bf16) as f32 (exact), everything else as
+// int64 (bool as 0 or 1).
+struct Scalar {
+  bool is_float = false;
+  float f = 0.0f;
+  int64_t i = 0;
+};
+
+// Reads element `index` of a buffer of a cast type (op_info.cc's is_cast_type).
+inline Scalar load_scalar(ScalarType type, const void* data, int64_t index) {
+  Scalar s;
+  const size_t at = static_cast<size_t>(index);
+  switch (type) {
+    case ScalarType::F32: s.is_float = true; s.f = static_cast<const float*>(data)[at]; break;
+    case ScalarType::F16:
+      s.is_float = true;
+      s.f = f16_to_float(static_cast<const uint16_t*>(data)[at]);
+      break;
+    case ScalarType::BF16:
+      s.is_float = true;
+      s.f = bf16_to_float(static_cast<const uint16_t*>(data)[at]);
+      break;
+    case ScalarType::I8: s.i = static_cast<const int8_t*>(data)[at]; break;
+    case ScalarType::U8: s.i = static_cast<const uint8_t*>(data)[at]; break;
+    case ScalarType::I16: s.i = static_cast<const int16_t*>(data)[at]; break;
+    case ScalarType::I32: s.i = static_cast<const int32_t*>(data)[at]; break;
+    case ScalarType::I64: s.i = static_cast<const int64_t*>(data)[at]; break;
+    case ScalarType::Bool: s.i = static_cast<const uint8_t*>(data)[at] != 0 ? 1 : 0; break;
+    default: break;
+  }
+  return s;
+}
+
+// An integer narrowed to T modulo 2^bits (two's complement), as numpy and ONNX Runtime do.
+template <typename T>
+T wrap_int(int64_t v) {
+  using U = std::make_unsigned_t<T>;
+  const U u = static_cast<U>(static_cast<uint64_t>(v));
+  T out;
+  std::memcpy(&out, &u, sizeof(T));
+  return out;
+}
+
+// Writes s converted to `type` into element `index`: float -> int truncates toward zero, NaN -> 0,
+// out of range saturates; int -> int wraps; -> bool is != 0 (NaN is true); -> f16/bf16 rounds to
+// nearest even.
+inline void store_scalar(ScalarType type, const Scalar& s, void* data, int64_t index) {
+  const size_t at = static_cast<size_t>(index);
+  switch (type) {
+    case ScalarType::F32:
+      static_cast<float*>(data)[at] = s.is_float ? s.f : static_cast<float>(s.i);
+      break;
+    case ScalarType::F16:
+      static_cast<uint16_t*>(data)[at] = float_to_f16(s.is_float ? s.f : int_to_float_odd(s.i));
+      break;
+    case ScalarType::BF16:
+      static_cast<uint16_t*>(data)[at] = float_to_bf16(s.is_float ? s.f : int_to_float_odd(s.i));
+      break;
+    case ScalarType::I8:
+      static_cast<int8_t*>(data)[at] = s.is_float ? float_to_int<int8_t>(s.f) : wrap_int<int8_t>(s.i);
+      break;
+    case ScalarType::U8:
+      static_cast<uint8_t*>(data)[at] =
+          s.is_float ? float_to_int<uint8_t>(s.f) : wrap_int<uint8_t>(s.i);
+      break;
+    case ScalarType::I16:
+      static_cast<int16_t*>(data)[at] =
+          s.is_float ? float_to_int<int16_t>(s.f) : wrap_int<int16_t>(s.i);
+      break;
+    case ScalarType::I32:
+      static_cast<int32_t*>(data)[at] =
+          s.is_float ? float_to_int<int32_t>(s.f) : wrap_int<int32_t>(s.i);
+      break;
+    case ScalarType::I64:
+      static_cast<int64_t*>(data)[at] = s.is_float ? float_to_int<int64_t>(s.f) : s.i;
+      break;
+    case ScalarType::Bool:
+      static_cast<uint8_t*>(data)[at] = (s.is_float ? s.f != 0.0f : s.i != 0) ? 1 : 0;
+      break;
+    default:
+      break;
+  }
+}
 
 }  // namespace ember::kernels::reference::internal

@@ -41,6 +41,32 @@ EMBER_REFERENCE_KERNEL(transpose);
 EMBER_REFERENCE_KERNEL(concat);
 EMBER_REFERENCE_KERNEL(slice);
 
+// Added for the ONNX importer. f32: clip, hard_sigmoid, hard_swish, erf, sqrt, exp, neg, pow
+// (numpy broadcasting), reduce_mean, reduce_sum (sum in double; an empty extent gives 0 / NaN),
+// batch_norm (x, scale, bias, mean, var).
+EMBER_REFERENCE_KERNEL(clip);
+EMBER_REFERENCE_KERNEL(hard_sigmoid);
+EMBER_REFERENCE_KERNEL(hard_swish);
+EMBER_REFERENCE_KERNEL(erf);
+EMBER_REFERENCE_KERNEL(sqrt);
+EMBER_REFERENCE_KERNEL(exp);
+EMBER_REFERENCE_KERNEL(neg);
+EMBER_REFERENCE_KERNEL(pow);
+EMBER_REFERENCE_KERNEL(reduce_mean);
+EMBER_REFERENCE_KERNEL(reduce_sum);
+EMBER_REFERENCE_KERNEL(batch_norm);
+// where(cond bool, x, y), expand, gather (indices i32/i64; an out-of-range index writes zeros):
+// any dtype of 8 bits or more. pad: the Cast types (its f32 value is converted by Cast's rules).
+// equal: by value, bool output. cast: between f32, f16, bf16, i8, u8, i16, i32, i64 and bool
+// (float -> int truncates toward zero, NaN -> 0, saturates; int -> int wraps; -> bool is != 0;
+// -> f16/bf16 rounds to nearest even).
+EMBER_REFERENCE_KERNEL(where);
+EMBER_REFERENCE_KERNEL(expand);
+EMBER_REFERENCE_KERNEL(gather);
+EMBER_REFERENCE_KERNEL(pad);
+EMBER_REFERENCE_KERNEL(equal);
+EMBER_REFERENCE_KERNEL(cast);
+
 #undef EMBER_REFERENCE_KERNEL
 
 }  // namespace ember::kernels::reference

@@ -17,6 +17,12 @@ constexpr ScalarType kMovementTypes[] = {
     ScalarType::F8E5M2, ScalarType::E8M0, ScalarType::UE4M3,
 };
 
+// The dtypes Cast converts between; also pad's dtypes (its value is converted like a cast).
+constexpr ScalarType kCastTypes[] = {
+    ScalarType::F32, ScalarType::F16, ScalarType::BF16, ScalarType::I8,   ScalarType::U8,
+    ScalarType::I16, ScalarType::I32, ScalarType::I64,  ScalarType::Bool,
+};
+
 class Registrar {
  public:
   Registrar(KernelRegistry& registry, bool only_missing)
@@ -93,6 +99,35 @@ Status register_reference_kernels(KernelRegistry& registry, bool only_missing) {
       key.arg_count = static_cast<uint8_t>(inputs + 1);
       for (int i = 0; i <= inputs; ++i) key.dtypes[i] = t;
       EMBER_RETURN_IF_ERROR(r.add(key, ref::concat));
+    }
+  }
+
+  // Added for the ONNX importer.
+  EMBER_RETURN_IF_ERROR(r.add(OpCode::Clip, ref::clip, {F, F}));
+  EMBER_RETURN_IF_ERROR(r.add(OpCode::HardSigmoid, ref::hard_sigmoid, {F, F}));
+  EMBER_RETURN_IF_ERROR(r.add(OpCode::HardSwish, ref::hard_swish, {F, F}));
+  EMBER_RETURN_IF_ERROR(r.add(OpCode::Erf, ref::erf, {F, F}));
+  EMBER_RETURN_IF_ERROR(r.add(OpCode::Sqrt, ref::sqrt, {F, F}));
+  EMBER_RETURN_IF_ERROR(r.add(OpCode::Exp, ref::exp, {F, F}));
+  EMBER_RETURN_IF_ERROR(r.add(OpCode::Neg, ref::neg, {F, F}));
+  EMBER_RETURN_IF_ERROR(r.add(OpCode::Pow, ref::pow, {F, F, F}));
+  EMBER_RETURN_IF_ERROR(r.add(OpCode::ReduceMean, ref::reduce_mean, {F, F}));
+  EMBER_RETURN_IF_ERROR(r.add(OpCode::ReduceSum, ref::reduce_sum, {F, F}));
+  EMBER_RETURN_IF_ERROR(r.add(OpCode::BatchNorm, ref::batch_norm, {F, F, F, F, F, F}));
+  constexpr ScalarType B = ScalarType::Bool;
+  for (ScalarType t : {F, ScalarType::I32, ScalarType::I64, B}) {
+    EMBER_RETURN_IF_ERROR(r.add(OpCode::Equal, ref::equal, {t, t, B}));
+  }
+  for (ScalarType t : kMovementTypes) {
+    EMBER_RETURN_IF_ERROR(r.add(OpCode::Where, ref::where, {B, t, t, t}));
+    EMBER_RETURN_IF_ERROR(r.add(OpCode::Expand, ref::expand, {t, t}));
+    EMBER_RETURN_IF_ERROR(r.add(OpCode::Gather, ref::gather, {t, ScalarType::I32, t}));
+    EMBER_RETURN_IF_ERROR(r.add(OpCode::Gather, ref::gather, {t, ScalarType::I64, t}));
+  }
+  for (ScalarType from : kCastTypes) {
+    EMBER_RETURN_IF_ERROR(r.add(OpCode::Pad, ref::pad, {from, from}));
+    for (ScalarType to : kCastTypes) {
+      EMBER_RETURN_IF_ERROR(r.add(OpCode::Cast, ref::cast, {from, to}));
     }
   }
   return Status::ok();

@@ -48,6 +48,40 @@ const char* to_string(OpCode op) {
       return "concat";
     case OpCode::Slice:
       return "slice";
+    case OpCode::Clip:
+      return "clip";
+    case OpCode::HardSigmoid:
+      return "hard_sigmoid";
+    case OpCode::HardSwish:
+      return "hard_swish";
+    case OpCode::Erf:
+      return "erf";
+    case OpCode::Sqrt:
+      return "sqrt";
+    case OpCode::Exp:
+      return "exp";
+    case OpCode::Pow:
+      return "pow";
+    case OpCode::ReduceMean:
+      return "reduce_mean";
+    case OpCode::ReduceSum:
+      return "reduce_sum";
+    case OpCode::Pad:
+      return "pad";
+    case OpCode::Gather:
+      return "gather";
+    case OpCode::Where:
+      return "where";
+    case OpCode::Equal:
+      return "equal";
+    case OpCode::Cast:
+      return "cast";
+    case OpCode::Expand:
+      return "expand";
+    case OpCode::BatchNorm:
+      return "batch_norm";
+    case OpCode::Neg:
+      return "neg";
   }
   return "invalid";
 }

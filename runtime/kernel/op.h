@@ -43,7 +43,7 @@ enum class OpCode : uint16_t {
   ReduceMean = 29,   // f32 over axes[0..count) (count 0 = all), keepdims
   ReduceSum = 30,    // f32, as ReduceMean
   Pad = 31,          // any dtype: pads[0..2*rank) = begins then ends (may be negative = crop); value; mode
-  Gather = 32,       // data (any dtype), indices i32/i64 (negative wrap; out of range is an error) along axis
+  Gather = 32,       // data (any dtype), indices i32/i64 along axis (negative wrap; out of range gives zeros)
   Where = 33,        // cond bool, x, y (same dtype), numpy broadcasting
   Equal = 34,        // a, b (same dtype) -> bool, numpy broadcasting
   Cast = 35,         // any numeric dtype -> cast_to (f32/f16/bf16/i8/u8/i16/i32/i64/bool); float->int truncates
@@ -51,8 +51,7 @@ enum class OpCode : uint16_t {
   BatchNorm = 37,    // f32 inference: x [N, C, ...], scale, bias, mean, var [C]; epsilon
   Neg = 38,          // f32
 };
-// Ops 22..38 are being added (issue 3): kOpCodeCount grows to 39 once op_info.cc has all of them.
-constexpr int kOpCodeCount = 22;
+constexpr int kOpCodeCount = 39;
 
 // Which attribute table an op takes (the schema's Attributes union member; None = no table).
 enum class AttrKind : uint8_t {

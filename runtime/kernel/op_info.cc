@@ -211,6 +211,11 @@ EMBER_UNARY_SHAPE(relu_shape, "relu")
 EMBER_UNARY_SHAPE(silu_shape, "silu")
 EMBER_UNARY_SHAPE(sigmoid_shape, "sigmoid")
 EMBER_UNARY_SHAPE(tanh_shape, "tanh")
+EMBER_UNARY_SHAPE(hard_swish_shape, "hard_swish")
+EMBER_UNARY_SHAPE(erf_shape, "erf")
+EMBER_UNARY_SHAPE(sqrt_shape, "sqrt")
+EMBER_UNARY_SHAPE(exp_shape, "exp")
+EMBER_UNARY_SHAPE(neg_shape, "neg")
 #undef EMBER_UNARY_SHAPE
 
 Status gelu_shape(const OpAttrs& attrs, const TensorView* inputs, size_t input_count,
@@ -732,6 +737,344 @@ Status slice_shape(const OpAttrs& attrs, const TensorView* inputs, size_t input_
   return Status::ok();
 }
 
+// ---- Ops added for the ONNX importer
+// -------------------------------------------------------------
+
+// a + b for any int64 values; false on overflow.
+bool add_signed(int64_t a, int64_t b, int64_t* out) {
+  if ((b > 0 && a > kInt64Max - b) || (b < 0 && a < std::numeric_limits<int64_t>::min() - b)) {
+    return false;
+  }
+  *out = a + b;
+  return true;
+}
+
+bool is_finite(float v) {
+  return v == v && v <= std::numeric_limits<float>::max() && v >= -std::numeric_limits<float>::max();
+}
+
+Status pow_shape(const OpAttrs&, const TensorView* inputs, size_t input_count, TensorView* outputs,
+                 size_t output_count, Span<const int64_t>, ErrorContext* ctx) {
+  return binary_shape("pow", inputs, input_count, outputs, output_count, ctx);
+}
+
+// Bounds may be infinite (an absent ONNX min or max) but not NaN. min > max is allowed: the
+// definition min(max(x, lo), hi) then yields hi everywhere, as PyTorch's clamp does.
+Status clip_shape(const OpAttrs& attrs, const TensorView* inputs, size_t input_count,
+                  TensorView* outputs, size_t output_count, Span<const int64_t>,
+                  ErrorContext* ctx) {
+  if (attrs.clip_min != attrs.clip_min || attrs.clip_max != attrs.clip_max) {
+    return EMBER_FAIL(ctx, Error::InvalidArgument, "clip: bounds [%g, %g] must not be NaN",
+                      static_cast<double>(attrs.clip_min), static_cast<double>(attrs.clip_max));
+  }
+  return unary_shape("clip", inputs, input_count, outputs, output_count, ctx);
+}
+
+Status hard_sigmoid_shape(const OpAttrs& attrs, const TensorView* inputs, size_t input_count,
+                          TensorView* outputs, size_t output_count, Span<const int64_t>,
+                          ErrorContext* ctx) {
+  if (!is_finite(attrs.alpha) || !is_finite(attrs.beta)) {
+    return EMBER_FAIL(ctx, Error::InvalidArgument, "hard_sigmoid: alpha %g and beta %g must be finite",
+                      static_cast<double>(attrs.alpha), static_cast<double>(attrs.beta));
+  }
+  return unary_shape("hard_sigmoid", inputs, input_count, outputs, output_count, ctx);
+}
+
+// axes[0..count) unique (negative count from the end); count 0 reduces every dim. A reduced
+// extent may be empty: the sum is then 0 and the mean NaN (numpy's result).
+Status reduce_shape(const char* op, const OpAttrs& attrs, const TensorView* inputs,
+                    size_t input_count, TensorView* outputs, size_t output_count,
+                    ErrorContext* ctx) {
+  EMBER_RETURN_IF_ERROR(check_args(op, inputs, input_count, 1, 1, 0, outputs, output_count, ctx));
+  const TensorView& x = inputs[0];
+  if (attrs.count > x.rank) {
+    return EMBER_FAIL(ctx, Error::InvalidArgument, "%s: %d axes for rank %d", op,
+                      static_cast<int>(attrs.count), static_cast<int>(x.rank));
+  }
+  bool reduced[kMaxRank] = {false};
+  for (int j = 0; j < attrs.count; ++j) {
+    int axis = 0;
+    if (!normalize_axis(attrs.axes[j], x.rank, &axis)) {
+      return EMBER_FAIL(ctx, Error::InvalidArgument, "%s: axis %d out of range for rank %d", op,
+                        attrs.axes[j], static_cast<int>(x.rank));
+    }
+    if (reduced[axis]) {
+      return EMBER_FAIL(ctx, Error::InvalidArgument, "%s: axis %d repeated", op, axis);
+    }
+    reduced[axis] = true;
+  }
+  if (attrs.count == 0) {
+    for (int i = 0; i < x.rank; ++i) reduced[i] = true;
+  }
+  int64_t dims[kMaxRank] = {0};
+  int rank = 0;
+  for (int i = 0; i < x.rank; ++i) {
+    if (!reduced[i]) {
+      dims[rank++] = x.dims[i];
+    } else if (attrs.keepdims) {
+      dims[rank++] = 1;
+    }
+  }
+  // Reducing an empty axis can leave huge dims that the zero had kept in range: [0, 2^62, 4].
+  EMBER_RETURN_IF_ERROR(check_output(op, x.dtype, dims, rank, ctx));
+  set_output(&outputs[0], x.dtype, dims, rank);
+  return Status::ok();
+}
+
+Status reduce_mean_shape(const OpAttrs& attrs, const TensorView* inputs, size_t input_count,
+                         TensorView* outputs, size_t output_count, Span<const int64_t>,
+                         ErrorContext* ctx) {
+  return reduce_shape("reduce_mean", attrs, inputs, input_count, outputs, output_count, ctx);
+}
+
+Status reduce_sum_shape(const OpAttrs& attrs, const TensorView* inputs, size_t input_count,
+                        TensorView* outputs, size_t output_count, Span<const int64_t>,
+                        ErrorContext* ctx) {
+  return reduce_shape("reduce_sum", attrs, inputs, input_count, outputs, output_count, ctx);
+}
+
+// Output index j along an axis reads input index j - begin: inside [0, dim) it is copied, outside
+// it is the pad value (Constant), the mirror image without repeating the border (Reflect) or the
+// nearest border element (Edge). Negative pads crop. So Reflect needs begin, end < dim, and Edge a
+// non-empty axis wherever it pads.
+Status pad_shape(const OpAttrs& attrs, const TensorView* inputs, size_t input_count,
+                 TensorView* outputs, size_t output_count, Span<const int64_t>, ErrorContext* ctx) {
+  const char* op = "pad";
+  EMBER_RETURN_IF_ERROR(check_args(op, inputs, input_count, 1, 1, 0, outputs, output_count, ctx));
+  const TensorView& x = inputs[0];
+  if (attrs.pad_mode != PadMode::Constant && attrs.pad_mode != PadMode::Reflect &&
+      attrs.pad_mode != PadMode::Edge) {
+    return EMBER_FAIL(ctx, Error::InvalidArgument, "pad: invalid mode %d",
+                      static_cast<int>(attrs.pad_mode));
+  }
+  if (attrs.count != x.rank) {
+    return EMBER_FAIL(ctx, Error::InvalidArgument, "pad: pads cover rank %d but the input has rank %d",
+                      static_cast<int>(attrs.count), static_cast<int>(x.rank));
+  }
+  int64_t dims[kMaxRank] = {0};
+  for (int i = 0; i < x.rank; ++i) {
+    const int64_t dim = x.dims[i];
+    const int64_t begin = attrs.pads[i], end = attrs.pads[x.rank + i];
+    int64_t out = 0;
+    if (!add_signed(dim, begin, &out) || !add_signed(out, end, &out) || out < 0) {
+      return EMBER_FAIL(ctx, Error::InvalidArgument,
+                        "pad: axis %d of size %lld with pads %lld, %lld gives a negative or "
+                        "overflowing size",
+                        i, static_cast<long long>(dim), static_cast<long long>(begin),
+                        static_cast<long long>(end));
+    }
+    if (attrs.pad_mode == PadMode::Reflect &&
+        ((begin > 0 && begin >= dim) || (end > 0 && end >= dim))) {
+      return EMBER_FAIL(ctx, Error::InvalidArgument,
+                        "pad: reflect pads %lld, %lld on axis %d must be < its size %lld",
+                        static_cast<long long>(begin), static_cast<long long>(end), i,
+                        static_cast<long long>(dim));
+    }
+    if (attrs.pad_mode == PadMode::Edge && dim == 0 && (begin > 0 || end > 0)) {
+      return EMBER_FAIL(ctx, Error::InvalidArgument,
+                        "pad: edge padding of empty axis %d (pads %lld, %lld)", i,
+                        static_cast<long long>(begin), static_cast<long long>(end));
+    }
+    dims[i] = out;
+  }
+  EMBER_RETURN_IF_ERROR(check_output(op, x.dtype, dims, x.rank, ctx));
+  set_output(&outputs[0], x.dtype, dims, x.rank);
+  return Status::ok();
+}
+
+// ONNX Gather: data.dims[:axis] + indices.dims + data.dims[axis+1:]. Index values exist only at run
+// time, so they cannot be checked here; kernels wrap negative indices once and write zeros for an
+// index still outside [0, dim) (an importer folds constant gathers, where the check does happen).
+Status gather_shape(const OpAttrs& attrs, const TensorView* inputs, size_t input_count,
+                    TensorView* outputs, size_t output_count, Span<const int64_t>,
+                    ErrorContext* ctx) {
+  const char* op = "gather";
+  EMBER_RETURN_IF_ERROR(check_args(op, inputs, input_count, 2, 2, 0, outputs, output_count, ctx));
+  const TensorView& data = inputs[0];
+  const TensorView& indices = inputs[1];
+  int axis = 0;
+  if (data.rank < 1 || !normalize_axis(attrs.axis, data.rank, &axis)) {
+    return EMBER_FAIL(ctx, Error::InvalidArgument, "gather: axis %d out of range for rank %d",
+                      attrs.axis, static_cast<int>(data.rank));
+  }
+  if (indices.dtype != ScalarType::I32 && indices.dtype != ScalarType::I64) {
+    return EMBER_FAIL(ctx, Error::InvalidArgument, "gather: indices must be i32 or i64, got %s",
+                      to_string(indices.dtype));
+  }
+  const int rank = data.rank - 1 + indices.rank;
+  if (rank > kMaxRank) {
+    return EMBER_FAIL(ctx, Error::InvalidArgument,
+                      "gather: output rank %d (data %s, indices %s) > %d", rank,
+                      dims_text(data).text, dims_text(indices).text, kMaxRank);
+  }
+  int64_t dims[kMaxRank] = {0};
+  int r = 0;
+  for (int i = 0; i < axis; ++i) dims[r++] = data.dims[i];
+  for (int i = 0; i < indices.rank; ++i) dims[r++] = indices.dims[i];
+  for (int i = axis + 1; i < data.rank; ++i) dims[r++] = data.dims[i];
+  EMBER_RETURN_IF_ERROR(check_output(op, data.dtype, dims, rank, ctx));
+  set_output(&outputs[0], data.dtype, dims, rank);
+  return Status::ok();
+}
+
+Status where_shape(const OpAttrs&, const TensorView* inputs, size_t input_count,
+                   TensorView* outputs, size_t output_count, Span<const int64_t>,
+                   ErrorContext* ctx) {
+  const char* op = "where";
+  EMBER_RETURN_IF_ERROR(check_args(op, inputs, input_count, 3, 3, 0, outputs, output_count, ctx));
+  const TensorView& cond = inputs[0];
+  const TensorView& x = inputs[1];
+  const TensorView& y = inputs[2];
+  if (cond.dtype != ScalarType::Bool) {
+    return EMBER_FAIL(ctx, Error::InvalidArgument, "where: condition must be bool, got %s",
+                      to_string(cond.dtype));
+  }
+  EMBER_RETURN_IF_ERROR(check_same_dtype(op, x, 1, y, 2, ctx));
+  int64_t dims[kMaxRank];
+  int bad = 0;
+  int rank = broadcast_dims(cond.dims, cond.rank, x.dims, x.rank, dims, &bad);
+  if (rank >= 0) rank = broadcast_dims(dims, rank, y.dims, y.rank, dims, &bad);
+  if (rank < 0) {
+    return EMBER_FAIL(ctx, Error::InvalidArgument,
+                      "where: shapes %s, %s and %s do not broadcast (axis %d)",
+                      dims_text(cond).text, dims_text(x).text, dims_text(y).text, bad);
+  }
+  EMBER_RETURN_IF_ERROR(check_output(op, x.dtype, dims, rank, ctx));
+  set_output(&outputs[0], x.dtype, dims, rank);
+  return Status::ok();
+}
+
+Status equal_shape(const OpAttrs&, const TensorView* inputs, size_t input_count,
+                   TensorView* outputs, size_t output_count, Span<const int64_t>,
+                   ErrorContext* ctx) {
+  EMBER_RETURN_IF_ERROR(
+      binary_shape("equal", inputs, input_count, outputs, output_count, ctx));
+  outputs[0].dtype = ScalarType::Bool;
+  return Status::ok();
+}
+
+// The dtypes Cast converts between.
+bool is_cast_type(ScalarType t) {
+  switch (t) {
+    case ScalarType::F32:
+    case ScalarType::F16:
+    case ScalarType::BF16:
+    case ScalarType::I8:
+    case ScalarType::U8:
+    case ScalarType::I16:
+    case ScalarType::I32:
+    case ScalarType::I64:
+    case ScalarType::Bool:
+      return true;
+    default:
+      return false;
+  }
+}
+
+Status cast_shape(const OpAttrs& attrs, const TensorView* inputs, size_t input_count,
+                  TensorView* outputs, size_t output_count, Span<const int64_t>,
+                  ErrorContext* ctx) {
+  const char* op = "cast";
+  EMBER_RETURN_IF_ERROR(check_args(op, inputs, input_count, 1, 1, 0, outputs, output_count, ctx));
+  const TensorView& x = inputs[0];
+  if (!is_cast_type(attrs.cast_to)) {
+    return EMBER_FAIL(ctx, Error::InvalidArgument,
+                      "cast: target dtype %s (%d) is not one of f32, f16, bf16, i8, u8, i16, i32, "
+                      "i64, bool",
+                      to_string(attrs.cast_to), static_cast<int>(attrs.cast_to));
+  }
+  if (!is_cast_type(x.dtype)) {
+    return EMBER_FAIL(ctx, Error::InvalidArgument,
+                      "cast: source dtype %s is not one of f32, f16, bf16, i8, u8, i16, i32, i64, "
+                      "bool",
+                      to_string(x.dtype));
+  }
+  EMBER_RETURN_IF_ERROR(check_output(op, attrs.cast_to, x.dims, x.rank, ctx));
+  set_output(&outputs[0], attrs.cast_to, x.dims, x.rank);
+  return Status::ok();
+}
+
+// Target dims as Reshape's (literal, or a symbol's value), but -1 is not allowed; the output is the
+// numpy broadcast of the input dims and the target dims (a 1 on either side stretches).
+Status expand_shape(const OpAttrs& attrs, const TensorView* inputs, size_t input_count,
+                    TensorView* outputs, size_t output_count, Span<const int64_t> symbols,
+                    ErrorContext* ctx) {
+  const char* op = "expand";
+  EMBER_RETURN_IF_ERROR(check_args(op, inputs, input_count, 1, 1, 0, outputs, output_count, ctx));
+  const TensorView& x = inputs[0];
+  if (attrs.count > kMaxRank) {
+    return EMBER_FAIL(ctx, Error::InvalidArgument, "expand: target rank %d > %d",
+                      static_cast<int>(attrs.count), kMaxRank);
+  }
+  const int target_rank = attrs.count;
+  int64_t target[kMaxRank] = {0};
+  for (int i = 0; i < target_rank; ++i) {
+    int64_t d = attrs.shape[i];
+    if (attrs.shape_sym[i] != 0) {
+      const size_t sym = attrs.shape_sym[i];
+      if (sym > symbols.size()) {
+        return EMBER_FAIL(ctx, Error::InvalidArgument,
+                          "expand: dim %d names symbol %zu but only %zu are bound", i, sym,
+                          symbols.size());
+      }
+      d = symbols[sym - 1];
+      if (d < 0) {
+        return EMBER_FAIL(ctx, Error::InvalidArgument,
+                          "expand: symbol %zu has negative value %lld", sym,
+                          static_cast<long long>(d));
+      }
+    } else if (d < 0) {
+      return EMBER_FAIL(ctx, Error::InvalidArgument, "expand: invalid target dim %lld at %d",
+                        static_cast<long long>(d), i);
+    }
+    target[i] = d;
+  }
+  int64_t dims[kMaxRank];
+  int bad = 0;
+  const int rank = broadcast_dims(x.dims, x.rank, target, target_rank, dims, &bad);
+  if (rank < 0) {
+    return EMBER_FAIL(ctx, Error::InvalidArgument,
+                      "expand: input %s does not broadcast to %s (axis %d)", dims_text(x).text,
+                      dims_text(target, target_rank).text, bad);
+  }
+  EMBER_RETURN_IF_ERROR(check_output(op, x.dtype, dims, rank, ctx));
+  set_output(&outputs[0], x.dtype, dims, rank);
+  return Status::ok();
+}
+
+// Inference batch norm: x [N, C, ...]; scale, bias, mean, var [C] f32; attrs.axis is ignored
+// (the channel axis is always 1).
+Status batch_norm_shape(const OpAttrs& attrs, const TensorView* inputs, size_t input_count,
+                        TensorView* outputs, size_t output_count, Span<const int64_t>,
+                        ErrorContext* ctx) {
+  const char* op = "batch_norm";
+  EMBER_RETURN_IF_ERROR(check_args(op, inputs, input_count, 5, 5, 0, outputs, output_count, ctx));
+  const TensorView& x = inputs[0];
+  if (x.rank < 2) {
+    return EMBER_FAIL(ctx, Error::InvalidArgument, "batch_norm: input must be [N, C, ...], got %s",
+                      dims_text(x).text);
+  }
+  if (!(attrs.epsilon >= 0.0f) || attrs.epsilon > std::numeric_limits<float>::max()) {
+    return EMBER_FAIL(ctx, Error::InvalidArgument, "batch_norm: epsilon %g must be finite and >= 0",
+                      static_cast<double>(attrs.epsilon));
+  }
+  static const char* const kNames[] = {"x", "scale", "bias", "mean", "var"};
+  const int64_t c = x.dims[1];
+  for (size_t p = 1; p < 5; ++p) {
+    const TensorView& t = inputs[p];
+    if (t.dtype != ScalarType::F32) {
+      return EMBER_FAIL(ctx, Error::InvalidArgument, "batch_norm: %s must be f32, got %s",
+                        kNames[p], to_string(t.dtype));
+    }
+    if (t.rank != 1 || t.dims[0] != c) {
+      return EMBER_FAIL(ctx, Error::InvalidArgument, "batch_norm: %s must be [%lld], got %s",
+                        kNames[p], static_cast<long long>(c), dims_text(t).text);
+    }
+  }
+  set_output(&outputs[0], x.dtype, x.dims, x.rank);
+  return Status::ok();
+}
+
 constexpr OpInfo kOpInfos[] = {
     {OpCode::Add, "add", AttrKind::None, 2, 2, 1, add_shape},
     {OpCode::Sub, "sub", AttrKind::None, 2, 2, 1, sub_shape},
@@ -755,6 +1098,23 @@ constexpr OpInfo kOpInfos[] = {
     {OpCode::Transpose, "transpose", AttrKind::Permute, 1, 1, 1, transpose_shape},
     {OpCode::Concat, "concat", AttrKind::Axis, 1, kMaxKernelArgs - 1, 1, concat_shape},
     {OpCode::Slice, "slice", AttrKind::Slice, 1, 1, 1, slice_shape},
+    {OpCode::Clip, "clip", AttrKind::Clip, 1, 1, 1, clip_shape},
+    {OpCode::HardSigmoid, "hard_sigmoid", AttrKind::HardSigmoid, 1, 1, 1, hard_sigmoid_shape},
+    {OpCode::HardSwish, "hard_swish", AttrKind::None, 1, 1, 1, hard_swish_shape},
+    {OpCode::Erf, "erf", AttrKind::None, 1, 1, 1, erf_shape},
+    {OpCode::Sqrt, "sqrt", AttrKind::None, 1, 1, 1, sqrt_shape},
+    {OpCode::Exp, "exp", AttrKind::None, 1, 1, 1, exp_shape},
+    {OpCode::Pow, "pow", AttrKind::None, 2, 2, 1, pow_shape},
+    {OpCode::ReduceMean, "reduce_mean", AttrKind::Reduce, 1, 1, 1, reduce_mean_shape},
+    {OpCode::ReduceSum, "reduce_sum", AttrKind::Reduce, 1, 1, 1, reduce_sum_shape},
+    {OpCode::Pad, "pad", AttrKind::Pad, 1, 1, 1, pad_shape},
+    {OpCode::Gather, "gather", AttrKind::Axis, 2, 2, 1, gather_shape},
+    {OpCode::Where, "where", AttrKind::None, 3, 3, 1, where_shape},
+    {OpCode::Equal, "equal", AttrKind::None, 2, 2, 1, equal_shape},
+    {OpCode::Cast, "cast", AttrKind::Cast, 1, 1, 1, cast_shape},
+    {OpCode::Expand, "expand", AttrKind::Reshape, 1, 1, 1, expand_shape},
+    {OpCode::BatchNorm, "batch_norm", AttrKind::Norm, 5, 5, 1, batch_norm_shape},
+    {OpCode::Neg, "neg", AttrKind::None, 1, 1, 1, neg_shape},
 };
 static_assert(sizeof(kOpInfos) / sizeof(kOpInfos[0]) == kOpCodeCount - 1, "one OpInfo per OpCode");
 

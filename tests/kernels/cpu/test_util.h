@@ -86,7 +86,8 @@ struct Tolerance {
 constexpr Tolerance kExact{0.0f, 0.0f};
 constexpr Tolerance kTranscendental{1e-5f, 1e-4f};
 
-// |actual - expected| <= abs + rel * |expected| (NaN matches NaN); reports the first mismatch.
+// |actual - expected| <= abs + rel * |expected| (NaN matches NaN, inf the same inf); reports the
+// first mismatch.
 inline ::testing::AssertionResult AllClose(const Tensor& actual, const Tensor& expected,
                                            Tolerance tol) {
   if (actual.numel() != expected.numel()) {
@@ -94,7 +95,7 @@ inline ::testing::AssertionResult AllClose(const Tensor& actual, const Tensor& e
   }
   for (size_t i = 0; i < actual.numel(); ++i) {
     const float a = actual.f()[i], e = expected.f()[i];
-    if (std::isnan(a) && std::isnan(e)) continue;
+    if ((std::isnan(a) && std::isnan(e)) || a == e) continue;  // a == e: equal infinities too
     if (!(std::fabs(a - e) <= tol.abs + tol.rel * std::fabs(e))) {
       return ::testing::AssertionFailure() << "first mismatch at " << i << ": " << a << " vs "
                                            << e << " (diff " << std::fabs(a - e) << ")";

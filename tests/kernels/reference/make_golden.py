@@ -10,8 +10,10 @@ manifest.txt: one case per line, space-separated key=value tokens:
     name=<case> op=<op> inputs=<f0>,<f1>|-,... output=<f> rtol=<r> atol=<a> [attributes]
 '-' is an absent optional input. Attributes (lists comma-separated): axis, epsilon,
 approx (none|tanh), kernel, stride, padding (top,left,bottom,right), dilation, groups, ceil_mode,
-count_include_pad, shape, shape_sym, symbols, perm, axes, starts, ends, steps. rtol=0 atol=0 means
-bytes must match exactly.
+count_include_pad, shape, shape_sym, symbols, perm, axes, starts, ends, steps, clip_min, clip_max,
+alpha, beta, keepdims, pads, pad_value, mode (constant|reflect|edge), to (a dtype name: f32, f16,
+i8, ...). axes without starts is a reduction's axis list. rtol=0 atol=0 means bytes must match
+exactly.
 
 The conv and pool references below follow PyTorch's definitions and are written independently of
 the C++ kernels.
@@ -20,6 +22,7 @@ the C++ kernels.
 import math
 import os
 import sys
+import warnings
 
 import numpy as np
 
@@ -397,6 +400,217 @@ def gen_movement():
     slc("slice_huge_step", randn(r, 4, 6), [1], [2], [INT64_MAX], [INT64_MAX])
 
 
+# ---- ops added for the ONNX importer ------------------------------------------------------------
+
+def cast_float_to_int(x, dtype):
+    """Ember's Cast rule for float -> int: truncate toward zero, NaN -> 0, saturate."""
+    info = np.iinfo(dtype)
+    x = np.trunc(d(x))
+    x = np.where(np.isnan(x), 0.0, x)
+    out = np.empty(x.shape, dtype=dtype)
+    flat_in, flat_out = x.reshape(-1), out.reshape(-1)
+    for i, v in enumerate(flat_in):
+        flat_out[i] = info.min if v <= info.min else (info.max if v >= info.max else int(v))
+    return out
+
+
+def pad_ref(x, pads, mode, value):
+    """ONNX Pad: positive pads with np.pad on the input, then negative pads crop the result."""
+    rank = x.ndim
+    begins, ends = pads[:rank], pads[rank:]
+    width = [(max(b, 0), max(e, 0)) for b, e in zip(begins, ends)]
+    if mode == "constant":
+        if x.dtype == np.bool_:
+            fill = value != 0.0
+        elif np.issubdtype(x.dtype, np.integer):
+            fill = cast_float_to_int(np.float32(value), x.dtype)[()]
+        else:
+            fill = x.dtype.type(value)
+        out = np.pad(x, width, mode="constant", constant_values=fill)
+    else:
+        out = np.pad(x, width, mode={"reflect": "reflect", "edge": "edge"}[mode])
+    index = tuple(slice(-min(b, 0), out.shape[i] + min(e, 0)) for i, (b, e) in
+                  enumerate(zip(begins, ends)))
+    return np.ascontiguousarray(out[index])
+
+
+def gather_ref(data, indices, axis):
+    """ONNX Gather; an index outside [-dim, dim) gives zeros (Ember's run-time rule)."""
+    axis %= data.ndim
+    dim = data.shape[axis]
+    idx = np.asarray(indices, dtype=np.int64)
+    wrapped = np.where(idx < 0, idx + dim, idx)
+    valid = (wrapped >= 0) & (wrapped < dim)
+    out = np.take(data, np.where(valid, wrapped, 0), axis=axis)
+    mask_shape = (1,) * axis + idx.shape + (1,) * (data.ndim - axis - 1)
+    return np.ascontiguousarray(np.where(valid.reshape(mask_shape), out, np.zeros((), data.dtype)))
+
+
+def gen_importer_ops():
+    r = rng(6)
+    erf = np.vectorize(math.erf, otypes=[np.float64])
+
+    x = (randn(r, 3, 11) * 4).astype(np.float32)
+    add_case("clip_basic", "clip", [x], f32(np.minimum(np.maximum(d(x), -1.5), 2.0)),
+             clip_min=-1.5, clip_max=2.0)
+    add_case("clip_relu6_inf_min", "clip", [x], f32(np.minimum(np.maximum(d(x), -np.inf), 6.0)),
+             clip_min=float("-inf"), clip_max=6.0)
+    add_case("clip_inverted", "clip", [x], f32(np.minimum(np.maximum(d(x), 3.0), 1.0)),
+             clip_min=3.0, clip_max=1.0)
+    x = (randn(r, 2, 19) * 4).astype(np.float32)
+    alpha, beta = float(np.float32(0.2)), 0.5
+    add_case("hard_sigmoid", "hard_sigmoid", [x], f32(np.clip(alpha * d(x) + beta, 0.0, 1.0)),
+             alpha=0.2, beta=0.5)
+    x = np.concatenate([(randn(r, 29) * 4), np.float32([-3, 3, -3.5, 3.5, 0])]).astype(np.float32)
+    add_case("hard_swish", "hard_swish", [x], f32(d(x) * np.clip(d(x) + 3.0, 0.0, 6.0) / 6.0))
+    x = (randn(r, 3, 13) * 2).astype(np.float32)
+    add_case("erf", "erf", [x], f32(erf(d(x))))
+    x = np.concatenate([np.abs(randn(r, 20)) * 10, np.float32([0.0, -1.0, 1e-30])]).astype(
+        np.float32)
+    with np.errstate(invalid="ignore"):
+        add_case("sqrt_with_negative", "sqrt", [x], f32(np.sqrt(d(x))))
+    x = (randn(r, 4, 9) * 5).astype(np.float32)
+    add_case("exp", "exp", [x], f32(np.exp(d(x))))
+    x = np.concatenate([randn(r, 15), np.float32([0.0, -0.0])]).astype(np.float32)
+    add_case("neg", "neg", [x], f32(-d(x)), EXACT)
+
+    a, b = np.abs(randn(r, 3, 7)) + 0.1, randn(r, 3, 7)
+    add_case("pow_same", "pow", [a.astype(np.float32), b], f32(np.power(d(a.astype(np.float32)),
+                                                                         d(b))))
+    a = randn(r, 2, 3, 5)
+    for name, e in (("pow_square", 2.0), ("pow_cube", 3.0), ("pow_half", 0.5)):
+        b = np.float32(e).reshape(())
+        base = np.abs(a) if e == 0.5 else a
+        add_case(name, "pow", [base, b], f32(np.power(d(base), d(b))))
+    a, b = np.abs(randn(r, 4, 1, 3)) + 0.5, randn(r, 5, 1)
+    add_case("pow_broadcast", "pow", [a.astype(np.float32), b],
+             f32(np.power(d(a.astype(np.float32)), d(b))))
+
+    x = randn(r, 2, 3, 17)
+    for op, fn in (("reduce_mean", np.mean), ("reduce_sum", np.sum)):
+        add_case(f"{op}_last_keep", op, [x], f32(fn(d(x), axis=-1, keepdims=True)), axes=(-1,),
+                 keepdims=True)
+        add_case(f"{op}_two_axes", op, [x], f32(fn(d(x), axis=(0, 2), keepdims=False)),
+                 axes=(2, 0), keepdims=False)
+        add_case(f"{op}_all", op, [x], f32(fn(d(x), keepdims=False)), axes=(), keepdims=False)
+        y = randn(r, 2, 5, 3, 4)
+        add_case(f"{op}_middle_keep", op, [y], f32(fn(d(y), axis=(1, 2), keepdims=True)),
+                 axes=(1, -2), keepdims=True)
+    e = np.zeros((3, 0), dtype=np.float32)
+    add_case("reduce_sum_empty", "reduce_sum", [e], f32(d(e).sum(axis=1)), axes=(1,),
+             keepdims=False)
+    with warnings.catch_warnings(), np.errstate(invalid="ignore"):
+        warnings.simplefilter("ignore", RuntimeWarning)  # numpy: "Mean of empty slice" (NaN)
+        add_case("reduce_mean_empty", "reduce_mean", [e], f32(d(e).mean(axis=1)), axes=(1,),
+                 keepdims=False)
+
+    def pad(name, x, pads, mode="constant", value=0.0):
+        add_case(name, "pad", [x], pad_ref(x, list(pads), mode, value), EXACT, pads=pads,
+                 pad_value=float(value), mode=mode)
+
+    pad("pad_nchw_constant", randn(r, 1, 2, 4, 5), (0, 0, 1, 2, 0, 0, 2, 1), value=0.5)
+    pad("pad_reflect", randn(r, 2, 4, 5), (0, 3, 2, 0, 1, 4), "reflect")
+    pad("pad_edge", randn(r, 3, 1, 2), (1, 2, 0, 0, 3, 1), "edge")
+    pad("pad_crop_and_pad", randn(r, 4, 6), (-1, 2, 1, -3), value=-2.0)
+    pad("pad_reflect_crop", randn(r, 5, 4), (2, -1, -1, 3), "reflect")
+    pad("pad_i64_value", r.integers(-9, 9, (2, 3), dtype=np.int64), (1, 0, 0, 2), value=-7.9)
+    pad("pad_u8_saturates", r.integers(0, 255, (3, 2), dtype=np.uint8), (1, 1, 1, 1), value=300.7)
+    pad("pad_f16", randn(r, 2, 3).astype(np.float16), (0, 1, 1, 0), value=1.0 / 3.0)
+    pad("pad_bool", r.integers(0, 2, (2, 2)).astype(bool), (1, 0, 0, 1), value=2.0)
+    pad("pad_empty_axis", np.zeros((0, 2), dtype=np.float32), (1, 0, 2, 0), value=4.0)
+
+    def gather(name, data, indices, axis):
+        add_case(name, "gather", [data, indices], gather_ref(data, indices, axis), EXACT,
+                 axis=axis)
+
+    gather("gather_rows_i64", randn(r, 5, 4), np.array([[0, -1, 3], [2, 2, -5]], np.int64), 0)
+    gather("gather_scalar_i32", randn(r, 2, 5, 3), np.array(4, np.int32), 1)
+    gather("gather_out_of_range", r.integers(-99, 99, (3, 5), dtype=np.int32),
+           np.array([1, 7, -9, -1, 5], np.int32), 1)
+    gather("gather_u8_last", r.integers(0, 255, (2, 3, 4), dtype=np.uint8),
+           np.array([[3, 0]], np.int64), -1)
+    gather("gather_bool_empty_indices", r.integers(0, 2, (4, 2)).astype(bool),
+           np.zeros((0,), np.int64), 0)
+
+    c = r.integers(0, 2, (2, 1, 4)).astype(bool)
+    x, y = randn(r, 3, 1), randn(r, 4)
+    add_case("where_broadcast", "where", [c, x, y], np.where(c, x, y), EXACT)
+    c = r.integers(0, 2, (3, 5)).astype(bool)
+    x, y = (r.integers(-2**40, 2**40, (3, 5), dtype=np.int64) for _ in range(2))
+    add_case("where_i64", "where", [c, x, y], np.where(c, x, y), EXACT)
+    c = np.array(True)
+    x, y = r.integers(0, 255, (2, 3), dtype=np.uint8), r.integers(0, 255, (3,), dtype=np.uint8)
+    add_case("where_scalar_cond_u8", "where", [c, x, y], np.where(c, x, y), EXACT)
+
+    a = np.float32([1.0, np.nan, 0.0, -0.0, 2.5, 3.0])
+    b = np.float32([1.0, np.nan, -0.0, 0.0, 2.4, 3.0])
+    add_case("equal_f32_nan_zero", "equal", [a, b], np.equal(a, b), EXACT)
+    a, b = r.integers(-3, 3, (4, 1), dtype=np.int32), r.integers(-3, 3, (5,), dtype=np.int32)
+    add_case("equal_i32_broadcast", "equal", [a, b], np.equal(a, b), EXACT)
+    a = np.array([2**40, -1, 7], np.int64)
+    b = np.array([2**40, 1, 7], np.int64)
+    add_case("equal_i64", "equal", [a, b], np.equal(a, b), EXACT)
+    a, b = r.integers(0, 2, (2, 3)).astype(bool), r.integers(0, 2, (3,)).astype(bool)
+    add_case("equal_bool", "equal", [a, b], np.equal(a, b), EXACT)
+
+    def cast(name, x, to, expected):
+        add_case(name, "cast", [x], expected, EXACT, to=to)
+
+    specials = np.float32([0.0, -0.0, 1.5, -1.5, 2.9999, -2.9999, 1e10, -1e10, 3e38, -3e38,
+                           np.inf, -np.inf, np.nan, 127.9, 128.0, -128.9, -129.0, 255.5, 256.0])
+    for to, dt in (("i8", np.int8), ("u8", np.uint8), ("i16", np.int16), ("i32", np.int32),
+                   ("i64", np.int64)):
+        cast(f"cast_f32_{to}_saturates", specials, to, cast_float_to_int(specials, dt))
+    cast("cast_f32_bool", specials, "bool", specials != 0)
+    x = np.concatenate([randn(r, 40) * 1000, np.float32([65504.0, 65519.0, 65520.0, 1e-7, 6e-8,
+                                                         3e-8, -2e-8, np.nan, np.inf])])
+    with np.errstate(over="ignore"):
+        cast("cast_f32_f16_rounds", x.astype(np.float32), "f16", x.astype(np.float32).astype(
+            np.float16))
+    h = r.standard_normal(20).astype(np.float16)
+    cast("cast_f16_f32", h, "f32", h.astype(np.float32))
+    cast("cast_f16_i32", (h * 100).astype(np.float16), "i32",
+         cast_float_to_int((h * 100).astype(np.float16).astype(np.float32), np.int32))
+    i = r.integers(-2**40, 2**40, (3, 4), dtype=np.int64)
+    cast("cast_i64_f32", i, "f32", i.astype(np.float32))
+    i = r.integers(-2**31, 2**31 - 1, (17,), dtype=np.int64).astype(np.int32)
+    cast("cast_i32_i8_wraps", i, "i8", i.astype(np.int8))
+    cast("cast_i32_bool", np.int32([0, 1, -1, 2**30, 0]), "bool", np.int32([0, 1, -1, 2**30, 0]) != 0)
+    b = r.integers(0, 2, (2, 3)).astype(bool)
+    cast("cast_bool_f32", b, "f32", b.astype(np.float32))
+    u = r.integers(0, 255, (9,), dtype=np.uint8)
+    cast("cast_u8_i64", u, "i64", u.astype(np.int64))
+    i = r.integers(-70000, 70000, (12,), dtype=np.int32)
+    cast("cast_i32_f16", i, "f16", i.astype(np.float16))
+    i = r.integers(-300, 300, (5,), dtype=np.int16)
+    cast("cast_i16_identity", i, "i16", i.copy())
+
+    def expand(name, x, shape):
+        add_case(name, "expand", [x], np.ascontiguousarray(np.broadcast_to(x, np.broadcast_shapes(
+            x.shape, tuple(shape)))), EXACT, shape=tuple(shape), shape_sym=(0,) * len(shape))
+
+    expand("expand_basic", randn(r, 3, 1), (2, 3, 4))
+    expand("expand_ones_keep", r.integers(-5, 5, (2, 3), dtype=np.int64), (1, 1))
+    expand("expand_lower_rank_target", randn(r, 2, 1, 1), (4, 5))
+    expand("expand_bool", r.integers(0, 2, (1, 3)).astype(bool), (2, 1))
+    expand("expand_to_empty", r.integers(0, 255, (1, 3), dtype=np.uint8), (0, 3))
+
+    def batch_norm(name, xs, eps):
+        x = randn(r, *xs)
+        c = xs[1]
+        scale, bias, mean = randn(r, c), randn(r, c), randn(r, c)
+        var = (np.abs(randn(r, c)) + 0.1).astype(np.float32)
+        shape = (1, c) + (1,) * (len(xs) - 2)
+        y = ((d(x) - d(mean).reshape(shape)) / np.sqrt(d(var).reshape(shape) +
+                                                       float(np.float32(eps))) *
+             d(scale).reshape(shape) + d(bias).reshape(shape))
+        add_case(name, "batch_norm", [x, scale, bias, mean, var], f32(y), epsilon=eps)
+
+    batch_norm("batch_norm_nchw", (2, 3, 4, 5), 1e-5)
+    batch_norm("batch_norm_rank2", (4, 6), 1e-3)
+    batch_norm("batch_norm_rank3", (2, 5, 7), 1e-5)
+
+
 def main():
     os.makedirs(OUT_DIR, exist_ok=True)
     gen_elementwise()
@@ -404,6 +618,7 @@ def main():
     gen_conv_pool()
     gen_norm()
     gen_movement()
+    gen_importer_ops()
     with open(os.path.join(OUT_DIR, "manifest.txt"), "w", newline="\n") as f:
         f.write("# Generated by tests/kernels/reference/make_golden.py; do not edit.\n")
         for line in cases:

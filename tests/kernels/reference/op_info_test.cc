@@ -98,7 +98,11 @@ TEST_F(OpInfoTest, TableCoversEveryOp) {
                          "gelu",    "silu",       "sigmoid",    "tanh",       "matmul",
                          "linear",  "conv2d",     "max_pool2d", "avg_pool2d", "global_avg_pool2d",
                          "softmax", "layer_norm", "reshape",    "transpose",  "concat",
-                         "slice"};
+                         "slice",   "clip",       "hard_sigmoid", "hard_swish", "erf",
+                         "sqrt",    "exp",        "pow",        "reduce_mean", "reduce_sum",
+                         "pad",     "gather",     "where",      "equal",      "cast",
+                         "expand",  "batch_norm", "neg"};
+  static_assert(sizeof(names) / sizeof(names[0]) == kOpCodeCount - 1, "one name per op");
   for (int i = 1; i < kOpCodeCount; ++i) {
     const OpCode op = static_cast<OpCode>(i);
     const OpInfo* info = find_op_info(op);
@@ -129,6 +133,15 @@ TEST_F(OpInfoTest, TableArityAndAttributes) {
       {OpCode::Softmax, AttrKind::Axis, 1, 1},     {OpCode::LayerNorm, AttrKind::Norm, 1, 3},
       {OpCode::Reshape, AttrKind::Reshape, 1, 1},  {OpCode::Transpose, AttrKind::Permute, 1, 1},
       {OpCode::Concat, AttrKind::Axis, 1, 15},     {OpCode::Slice, AttrKind::Slice, 1, 1},
+      {OpCode::Clip, AttrKind::Clip, 1, 1},        {OpCode::HardSigmoid, AttrKind::HardSigmoid, 1, 1},
+      {OpCode::HardSwish, AttrKind::None, 1, 1},   {OpCode::Erf, AttrKind::None, 1, 1},
+      {OpCode::Sqrt, AttrKind::None, 1, 1},        {OpCode::Exp, AttrKind::None, 1, 1},
+      {OpCode::Pow, AttrKind::None, 2, 2},         {OpCode::ReduceMean, AttrKind::Reduce, 1, 1},
+      {OpCode::ReduceSum, AttrKind::Reduce, 1, 1}, {OpCode::Pad, AttrKind::Pad, 1, 1},
+      {OpCode::Gather, AttrKind::Axis, 2, 2},      {OpCode::Where, AttrKind::None, 3, 3},
+      {OpCode::Equal, AttrKind::None, 2, 2},       {OpCode::Cast, AttrKind::Cast, 1, 1},
+      {OpCode::Expand, AttrKind::Reshape, 1, 1},   {OpCode::BatchNorm, AttrKind::Norm, 5, 5},
+      {OpCode::Neg, AttrKind::None, 1, 1},
   };
   for (const Expect& e : expects) {
     const OpInfo* info = find_op_info(e.op);
@@ -591,6 +604,298 @@ TEST_F(OpInfoTest, SliceErrors) {
                  "3 axes for rank 2");
 }
 
+// ---- Ops added for the ONNX importer
+// -------------------------------------------------------------
+
+TEST_F(OpInfoTest, NewUnaryOps) {
+  OpAttrs a;
+  for (OpCode op : {OpCode::HardSwish, OpCode::Erf, OpCode::Sqrt, OpCode::Exp, OpCode::Neg}) {
+    expect_dims(run(op, a, {tv(F, {3, 0, 5})}), {3, 0, 5});
+    expect_dims(run(op, a, {tv(F, {})}), {});
+    expect_invalid(run(op, a, {tv(F, {2}), tv(F, {2})}), op, "expected 1 to 1 inputs, got 2");
+    expect_invalid(run(op, a, {tv(F, {-1})}), op, "negative dim -1");
+  }
+}
+
+TEST_F(OpInfoTest, ClipAndHardSigmoid) {
+  const float inf = std::numeric_limits<float>::infinity();
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  OpAttrs a;
+  a.kind = AttrKind::Clip;
+  a.clip_min = 0.0f;
+  a.clip_max = 6.0f;
+  expect_dims(run(OpCode::Clip, a, {tv(F, {2, 3})}), {2, 3});
+  a.clip_min = -inf;
+  a.clip_max = inf;
+  expect_dims(run(OpCode::Clip, a, {tv(F, {4})}), {4});
+  a.clip_min = 3.0f;  // min > max: defined (every element becomes max)
+  a.clip_max = 1.0f;
+  expect_dims(run(OpCode::Clip, a, {tv(F, {4})}), {4});
+  a.clip_min = nan;
+  expect_invalid(run(OpCode::Clip, a, {tv(F, {4})}), OpCode::Clip, "must not be NaN");
+  a.clip_min = 0.0f;
+  a.clip_max = nan;
+  expect_invalid(run(OpCode::Clip, a, {tv(F, {4})}), OpCode::Clip, "NaN");
+  a.clip_max = 1.0f;
+  expect_invalid(run(OpCode::Clip, a, {tv(F, {4}), tv(F, {4})}), OpCode::Clip, "got 2");
+
+  OpAttrs h;
+  h.kind = AttrKind::HardSigmoid;
+  h.alpha = 0.2f;
+  h.beta = 0.5f;
+  expect_dims(run(OpCode::HardSigmoid, h, {tv(F, {1, 7})}), {1, 7});
+  h.alpha = inf;
+  expect_invalid(run(OpCode::HardSigmoid, h, {tv(F, {7})}), OpCode::HardSigmoid,
+                 "alpha inf and beta 0.5 must be finite");
+  h.alpha = 0.2f;
+  h.beta = nan;
+  expect_invalid(run(OpCode::HardSigmoid, h, {tv(F, {7})}), OpCode::HardSigmoid, "finite");
+}
+
+TEST_F(OpInfoTest, Pow) {
+  OpAttrs a;
+  expect_dims(run(OpCode::Pow, a, {tv(F, {4, 1, 3}), tv(F, {5, 1})}), {4, 5, 3});
+  expect_dims(run(OpCode::Pow, a, {tv(F, {4, 3}), tv(F, {})}), {4, 3});
+  expect_invalid(run(OpCode::Pow, a, {tv(F, {2, 3}), tv(F, {4})}), OpCode::Pow,
+                 "[2, 3] and [4] do not broadcast");
+  expect_invalid(run(OpCode::Pow, a, {tv(F, {2}), tv(ScalarType::I32, {2})}), OpCode::Pow,
+                 "input 1 is i32");
+  expect_invalid(run(OpCode::Pow, a, {tv(F, {2})}), OpCode::Pow, "got 1");
+}
+
+OpAttrs reduce_attrs(std::initializer_list<int> axes, bool keepdims) {
+  OpAttrs a;
+  a.kind = AttrKind::Reduce;
+  a.count = static_cast<uint8_t>(axes.size());
+  int i = 0;
+  for (int v : axes) a.axes[i++] = v;
+  a.keepdims = keepdims;
+  return a;
+}
+
+TEST_F(OpInfoTest, Reduce) {
+  for (OpCode op : {OpCode::ReduceMean, OpCode::ReduceSum}) {
+    const TensorView x = tv(F, {2, 3, 4});
+    expect_dims(run(op, reduce_attrs({-1}, true), {x}), {2, 3, 1});
+    expect_dims(run(op, reduce_attrs({-1}, false), {x}), {2, 3});
+    expect_dims(run(op, reduce_attrs({2, 0}, false), {x}), {3});
+    expect_dims(run(op, reduce_attrs({0, -2}, true), {x}), {1, 1, 4});
+    expect_dims(run(op, reduce_attrs({}, true), {x}), {1, 1, 1});
+    expect_dims(run(op, reduce_attrs({}, false), {x}), {});
+    expect_dims(run(op, reduce_attrs({}, false), {tv(F, {})}), {});
+    expect_dims(run(op, reduce_attrs({}, true), {tv(F, {})}), {});
+    // An empty reduced extent is allowed (sum 0, mean NaN).
+    expect_dims(run(op, reduce_attrs({1}, false), {tv(F, {3, 0})}), {3});
+    expect_invalid(run(op, reduce_attrs({0}, false), {tv(F, {0, kI64Max / 2, 4})}), op,
+                   "output element count overflows");
+    expect_invalid(run(op, reduce_attrs({3}, true), {x}), op, "axis 3 out of range for rank 3");
+    expect_invalid(run(op, reduce_attrs({-4}, true), {x}), op, "axis -4 out of range");
+    expect_invalid(run(op, reduce_attrs({1, -2}, true), {x}), op, "axis 1 repeated");
+    expect_invalid(run(op, reduce_attrs({0, 1, 2, 0}, true), {x}), op, "4 axes for rank 3");
+    expect_invalid(run(op, reduce_attrs({0}, true), {tv(F, {})}), op, "1 axes for rank 0");
+    OpAttrs hostile = reduce_attrs({0}, true);
+    hostile.count = 200;
+    expect_invalid(run(op, hostile, {x}), op, "200 axes");
+    hostile = reduce_attrs({std::numeric_limits<int32_t>::min()}, true);
+    expect_invalid(run(op, hostile, {x}), op, "out of range");
+  }
+}
+
+OpAttrs pad_attrs(std::initializer_list<int64_t> pads, PadMode mode = PadMode::Constant,
+                  float value = 0.0f) {
+  OpAttrs a;
+  a.kind = AttrKind::Pad;
+  a.count = static_cast<uint8_t>(pads.size() / 2);
+  int i = 0;
+  for (int64_t p : pads) a.pads[i++] = p;
+  a.pad_mode = mode;
+  a.pad_value = value;
+  return a;
+}
+
+TEST_F(OpInfoTest, Pad) {
+  const OpCode op = OpCode::Pad;
+  expect_dims(run(op, pad_attrs({0, 0, 1, 2, 0, 0, 3, 4}), {tv(F, {1, 3, 5, 5})}),
+              {1, 3, 9, 11});
+  // Negative pads crop, down to an empty axis.
+  expect_dims(run(op, pad_attrs({-1, 2, -2, -3}), {tv(ScalarType::I8, {5, 6})}), {2, 5},
+              ScalarType::I8);
+  expect_dims(run(op, pad_attrs({-2, -3}), {tv(F, {5})}), {0});
+  expect_dims(run(op, pad_attrs({}), {tv(F, {})}), {});
+  // Constant padding of an empty axis is fine; Edge and Reflect need data to copy.
+  expect_dims(run(op, pad_attrs({1, 2}), {tv(F, {0})}), {3});
+  expect_dims(run(op, pad_attrs({0, 0}, PadMode::Edge), {tv(F, {0})}), {0});
+  expect_invalid(run(op, pad_attrs({1, 0}, PadMode::Edge), {tv(F, {0})}), op,
+                 "edge padding of empty axis 0");
+  expect_dims(run(op, pad_attrs({3, 1}, PadMode::Edge), {tv(F, {1})}), {5});
+  // Reflect: pads up to dim - 1 (the border is not repeated).
+  expect_dims(run(op, pad_attrs({2, 2}, PadMode::Reflect), {tv(F, {3})}), {7});
+  expect_dims(run(op, pad_attrs({-1, 2}, PadMode::Reflect), {tv(F, {3})}), {4});
+  expect_invalid(run(op, pad_attrs({3, 0}, PadMode::Reflect), {tv(F, {3})}), op,
+                 "reflect pads 3, 0 on axis 0 must be < its size 3");
+  expect_invalid(run(op, pad_attrs({0, 1}, PadMode::Reflect), {tv(F, {1})}), op, "reflect");
+  expect_invalid(run(op, pad_attrs({0, 1}, PadMode::Reflect), {tv(F, {0})}), op, "reflect");
+  expect_invalid(run(op, pad_attrs({-3, -3}), {tv(F, {5})}), op,
+                 "axis 0 of size 5 with pads -3, -3");
+  expect_invalid(run(op, pad_attrs({1, 1}), {tv(F, {2, 2})}), op,
+                 "pads cover rank 1 but the input has rank 2");
+  expect_invalid(run(op, pad_attrs({1, 1}, static_cast<PadMode>(7)), {tv(F, {2})}), op,
+                 "invalid mode 7");
+  expect_invalid(run(op, pad_attrs({1, 1}, PadMode::Invalid), {tv(F, {2})}), op, "mode 0");
+  // Hostile pads: no overflow in dim + begin + end, and the padded size must fit.
+  expect_invalid(run(op, pad_attrs({kI64Max, 1}), {tv(F, {1})}), op, "overflowing");
+  expect_invalid(run(op, pad_attrs({kI64Min, kI64Min}), {tv(F, {1})}), op, "negative");
+  expect_invalid(run(op, pad_attrs({kI64Max, kI64Min}), {tv(F, {1})}), op, "negative");
+  expect_dims(run(op, pad_attrs({kI64Max - 5, -kI64Max + 3}), {tv(ScalarType::U8, {4})}), {2},
+              ScalarType::U8);
+  expect_invalid(run(op, pad_attrs({kI64Max / 2, 0}), {tv(F, {1})}), op, "byte size overflows");
+  expect_invalid(run(op, pad_attrs({kI64Max / 2, 0, 0, 4}), {tv(F, {1, 1})}), op, "overflows");
+  OpAttrs hostile = pad_attrs({1, 1});
+  hostile.count = 255;
+  expect_invalid(run(op, hostile, {tv(F, {2})}), op, "rank 255");
+}
+
+TEST_F(OpInfoTest, Gather) {
+  const OpCode op = OpCode::Gather;
+  const ScalarType I32 = ScalarType::I32, I64 = ScalarType::I64;
+  OpAttrs a;
+  a.kind = AttrKind::Axis;
+  expect_dims(run(op, a, {tv(F, {5, 4}), tv(I64, {2, 3})}), {2, 3, 4});
+  a.axis = 1;
+  expect_dims(run(op, a, {tv(ScalarType::F16, {2, 5, 3}), tv(I32, {7})}), {2, 7, 3},
+              ScalarType::F16);
+  a.axis = -1;
+  expect_dims(run(op, a, {tv(F, {2, 5}), tv(I32, {})}), {2});  // scalar index drops the axis
+  expect_dims(run(op, a, {tv(I64, {2, 0}), tv(I32, {3})}), {2, 3}, I64);  // indices into nothing
+  a.axis = 0;
+  expect_dims(run(op, a, {tv(F, {4}), tv(I64, {0, 2})}), {0, 2});
+  // Output rank data.rank - 1 + indices.rank must fit.
+  expect_dims(run(op, a, {tv(F, {4}), tv(I32, {1, 1, 1, 1, 1, 1, 1, 1})}),
+              {1, 1, 1, 1, 1, 1, 1, 1});
+  expect_invalid(run(op, a, {tv(F, {4, 2}), tv(I32, {1, 1, 1, 1, 1, 1, 1, 1})}), op,
+                 "output rank 9");
+  expect_invalid(run(op, a, {tv(F, {4}), tv(F, {2})}), op, "indices must be i32 or i64, got f32");
+  expect_invalid(run(op, a, {tv(F, {4}), tv(ScalarType::I16, {2})}), op, "got i16");
+  expect_invalid(run(op, a, {tv(F, {}), tv(I32, {2})}), op, "axis 0 out of range for rank 0");
+  a.axis = 2;
+  expect_invalid(run(op, a, {tv(F, {4, 2}), tv(I32, {2})}), op, "axis 2 out of range for rank 2");
+  a.axis = -3;
+  expect_invalid(run(op, a, {tv(F, {4, 2}), tv(I32, {2})}), op, "axis -3");
+  a.axis = 0;
+  expect_invalid(run(op, a, {tv(F, {4})}), op, "expected 2 to 2 inputs, got 1");
+  expect_invalid(run(op, a, {tv(F, {2, kI64Max / 8}), tv(I32, {16})}), op, "overflows");
+}
+
+TEST_F(OpInfoTest, Where) {
+  const OpCode op = OpCode::Where;
+  const ScalarType B = ScalarType::Bool;
+  OpAttrs a;
+  expect_dims(run(op, a, {tv(B, {2, 1, 4}), tv(F, {3, 1}), tv(F, {})}), {2, 3, 4});
+  expect_dims(run(op, a, {tv(B, {}), tv(ScalarType::I64, {5}), tv(ScalarType::I64, {1})}), {5},
+              ScalarType::I64);
+  expect_dims(run(op, a, {tv(B, {0, 1}), tv(F, {1, 3}), tv(F, {3})}), {0, 3});
+  expect_invalid(run(op, a, {tv(F, {2}), tv(F, {2}), tv(F, {2})}), op,
+                 "condition must be bool, got f32");
+  expect_invalid(run(op, a, {tv(B, {2}), tv(F, {2}), tv(ScalarType::F16, {2})}), op,
+                 "input 1 is f32 but input 2 is f16");
+  expect_invalid(run(op, a, {tv(B, {2, 3}), tv(F, {3}), tv(F, {4, 1, 2})}), op,
+                 "[2, 3], [3] and [4, 1, 2] do not broadcast");
+  expect_invalid(run(op, a, {tv(B, {2}), tv(F, {3}), tv(F, {1})}), op, "do not broadcast");
+  expect_invalid(run(op, a, {tv(B, {2}), tv(F, {2})}), op, "expected 3 to 3 inputs, got 2");
+  expect_invalid(run(op, a, {tv(B, {1ll << 40, 1}), tv(F, {1}), tv(F, {1, 1ll << 40})}), op,
+                 "overflows");
+}
+
+TEST_F(OpInfoTest, Equal) {
+  const OpCode op = OpCode::Equal;
+  const ScalarType B = ScalarType::Bool;
+  OpAttrs a;
+  expect_dims(run(op, a, {tv(F, {4, 1, 3}), tv(F, {5, 1})}), {4, 5, 3}, B);
+  expect_dims(run(op, a, {tv(ScalarType::I64, {}), tv(ScalarType::I64, {2})}), {2}, B);
+  expect_dims(run(op, a, {tv(B, {2}), tv(B, {2})}), {2}, B);
+  expect_invalid(run(op, a, {tv(F, {2}), tv(ScalarType::I32, {2})}), op, "input 1 is i32");
+  expect_invalid(run(op, a, {tv(F, {2}), tv(F, {3})}), op, "do not broadcast");
+  expect_invalid(run(op, a, {tv(F, {2})}), op, "got 1");
+}
+
+TEST_F(OpInfoTest, Cast) {
+  const OpCode op = OpCode::Cast;
+  OpAttrs a;
+  a.kind = AttrKind::Cast;
+  const ScalarType types[] = {F,
+                              ScalarType::F16,
+                              ScalarType::BF16,
+                              ScalarType::I8,
+                              ScalarType::U8,
+                              ScalarType::I16,
+                              ScalarType::I32,
+                              ScalarType::I64,
+                              ScalarType::Bool};
+  for (ScalarType from : types) {
+    for (ScalarType to : types) {
+      a.cast_to = to;
+      expect_dims(run(op, a, {tv(from, {2, 3})}), {2, 3}, to);
+    }
+  }
+  a.cast_to = ScalarType::F8E4M3FN;
+  expect_invalid(run(op, a, {tv(F, {2})}), op, "target dtype f8_e4m3fn (11) is not one of");
+  a.cast_to = ScalarType::Invalid;
+  expect_invalid(run(op, a, {tv(F, {2})}), op, "target dtype invalid (0)");
+  a.cast_to = static_cast<ScalarType>(99);
+  expect_invalid(run(op, a, {tv(F, {2})}), op, "(99)");
+  a.cast_to = F;
+  expect_invalid(run(op, a, {tv(ScalarType::F64, {2})}), op, "source dtype f64");
+  expect_invalid(run(op, a, {tv(ScalarType::F4E2M1, {2})}), op, "source dtype");
+  // The output byte size is checked for the target dtype.
+  a.cast_to = ScalarType::I64;
+  expect_invalid(run(op, a, {tv(ScalarType::U8, {kI64Max / 4})}), op, "output byte size");
+}
+
+TEST_F(OpInfoTest, Expand) {
+  const OpCode op = OpCode::Expand;
+  expect_dims(run(op, reshape_attrs({2, 3, 4}), {tv(F, {3, 1})}), {2, 3, 4});
+  expect_dims(run(op, reshape_attrs({1, 1}), {tv(F, {3, 4})}), {3, 4});  // 1 in the target keeps
+  expect_dims(run(op, reshape_attrs({4}), {tv(F, {2, 1})}), {2, 4});     // target rank < input
+  expect_dims(run(op, reshape_attrs({}), {tv(F, {2})}), {2});
+  expect_dims(run(op, reshape_attrs({0, 3}), {tv(ScalarType::Bool, {1, 3})}), {0, 3},
+              ScalarType::Bool);
+  expect_dims(run(op, reshape_attrs({1, 5}, {0, 2}), {tv(F, {1})}, {9, 6}), {1, 6});
+  expect_invalid(run(op, reshape_attrs({-1, 3}), {tv(F, {3})}), op, "invalid target dim -1 at 0");
+  expect_invalid(run(op, reshape_attrs({2, 3}), {tv(F, {4})}), op,
+                 "input [4] does not broadcast to [2, 3]");
+  expect_invalid(run(op, reshape_attrs({5}, {2}), {tv(F, {1})}, {7}), op,
+                 "symbol 2 but only 1");
+  expect_invalid(run(op, reshape_attrs({5}, {1}), {tv(F, {1})}, {-3}), op,
+                 "negative value -3");
+  expect_invalid(run(op, reshape_attrs({kI64Max, 2}), {tv(F, {1})}), op, "overflows");
+  OpAttrs a = reshape_attrs({1});
+  a.count = 9;
+  expect_invalid(run(op, a, {tv(F, {1})}), op, "target rank 9");
+}
+
+TEST_F(OpInfoTest, BatchNorm) {
+  const OpCode op = OpCode::BatchNorm;
+  OpAttrs a;
+  a.kind = AttrKind::Norm;
+  a.epsilon = 1e-5f;
+  const TensorView p = tv(F, {3});
+  expect_dims(run(op, a, {tv(F, {2, 3, 4, 5}), p, p, p, p}), {2, 3, 4, 5});
+  expect_dims(run(op, a, {tv(F, {2, 3}), p, p, p, p}), {2, 3});
+  a.axis = -1;  // ignored: the channel axis is 1
+  expect_dims(run(op, a, {tv(F, {0, 3, 7}), p, p, p, p}), {0, 3, 7});
+  expect_invalid(run(op, a, {tv(F, {3}), p, p, p, p}), op, "[N, C, ...]");
+  expect_invalid(run(op, a, {tv(F, {2, 4, 5}), p, p, p, p}), op, "scale must be [4], got [3]");
+  expect_invalid(run(op, a, {tv(F, {2, 3}), p, p, p, tv(F, {1, 3})}), op, "var must be [3]");
+  expect_invalid(run(op, a, {tv(F, {2, 3}), p, tv(ScalarType::F16, {3}), p, p}), op,
+                 "bias must be f32, got f16");
+  expect_invalid(run(op, a, {tv(F, {2, 3}), p, p, absent(), p}), op, "invalid dtype");
+  expect_invalid(run(op, a, {tv(F, {2, 3}), p, p, p}), op, "expected 5 to 5 inputs, got 4");
+  a.epsilon = -1.0f;
+  expect_invalid(run(op, a, {tv(F, {2, 3}), p, p, p, p}), op, "epsilon -1 must be finite");
+  a.epsilon = std::numeric_limits<float>::infinity();
+  expect_invalid(run(op, a, {tv(F, {2, 3}), p, p, p, p}), op, "epsilon");
+}
+
 // ---- Hostile input
 // -------------------------------------------------------------------------------
 
@@ -668,6 +973,23 @@ TEST_F(OpInfoTest, FuzzNeverCrashes) {
       a.starts[i] = pick(long_pool);
       a.ends[i] = pick(long_pool);
       a.steps[i] = pick(long_pool);
+    }
+    const float float_pool[] = {0.0f, 1.0f, -1.0f, 0.2f, 6.0f, std::numeric_limits<float>::infinity(),
+                                -std::numeric_limits<float>::infinity(),
+                                std::numeric_limits<float>::quiet_NaN()};
+    a.clip_min = pick(float_pool);
+    a.clip_max = pick(float_pool);
+    a.alpha = pick(float_pool);
+    a.beta = pick(float_pool);
+    a.keepdims = rng() % 2;
+    for (int i = 0; i < 2 * kMaxRank; ++i)
+      a.pads[i] = rng() % 3 == 0 ? pick(long_pool) : static_cast<int64_t>(rng() % 5) - 2;
+    a.pad_value = pick(float_pool);
+    a.pad_mode = static_cast<PadMode>(rng() % 5);
+    a.cast_to = rng() % 4 == 0 ? pick(types) : static_cast<ScalarType>(rng() % kScalarTypeCount);
+    if (op == OpCode::Where && !inputs.empty() && rng() % 2) inputs[0].dtype = ScalarType::Bool;
+    if (op == OpCode::Gather && inputs.size() > 1 && rng() % 2) {
+      inputs[1].dtype = rng() % 2 ? ScalarType::I32 : ScalarType::I64;
     }
     std::vector<int64_t> symbols;
     for (size_t i = 0; i < rng() % 4; ++i) symbols.push_back(pick(dim_pool));

@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <limits>
 #include <map>
 #include <memory>
 #include <sstream>
@@ -139,9 +140,48 @@ bool parse_attrs(const GoldenCase& c, const OpInfo& info, OpAttrs* attrs,
   }
   if (has("axes")) {
     attrs->count = static_cast<uint8_t>(ints("axes").size());
-    ok = ok && copy_ints("axes", attrs->axes, kMaxRank) &&
-         copy_ints("starts", attrs->starts, kMaxRank) && copy_ints("ends", attrs->ends, kMaxRank) &&
-         copy_ints("steps", attrs->steps, kMaxRank);
+    ok = ok && copy_ints("axes", attrs->axes, kMaxRank);
+  }
+  if (has("starts")) {  // slice; a reduction lists axes alone
+    ok = ok && copy_ints("starts", attrs->starts, kMaxRank) &&
+         copy_ints("ends", attrs->ends, kMaxRank) && copy_ints("steps", attrs->steps, kMaxRank);
+  }
+  auto real = [&](const char* key) { return std::strtof(c.fields.at(key).c_str(), nullptr); };
+  if (has("clip_min")) attrs->clip_min = real("clip_min");
+  if (has("clip_max")) attrs->clip_max = real("clip_max");
+  if (has("alpha")) attrs->alpha = real("alpha");
+  if (has("beta")) attrs->beta = real("beta");
+  if (has("keepdims")) attrs->keepdims = ints("keepdims").at(0) != 0;
+  if (has("pads")) {
+    const size_t n = ints("pads").size();
+    attrs->count = static_cast<uint8_t>(n / 2);
+    ok = ok && copy_ints("pads", attrs->pads, 2 * kMaxRank);
+  }
+  if (has("pad_value")) attrs->pad_value = real("pad_value");
+  if (has("mode")) {
+    const std::string& m = c.fields.at("mode");
+    if (m == "constant") {
+      attrs->pad_mode = PadMode::Constant;
+    } else if (m == "reflect") {
+      attrs->pad_mode = PadMode::Reflect;
+    } else if (m == "edge") {
+      attrs->pad_mode = PadMode::Edge;
+    } else {
+      *error = "unknown mode " + m;
+      return false;
+    }
+  }
+  if (has("to")) {
+    attrs->cast_to = ScalarType::Invalid;
+    for (int t = 1; t < kScalarTypeCount; ++t) {
+      if (c.fields.at("to") == to_string(static_cast<ScalarType>(t))) {
+        attrs->cast_to = static_cast<ScalarType>(t);
+      }
+    }
+    if (attrs->cast_to == ScalarType::Invalid) {
+      *error = "unknown dtype " + c.fields.at("to");
+      return false;
+    }
   }
   if (!ok) *error = "attribute list longer than its field";
   return ok;
@@ -356,6 +396,182 @@ TEST(ReferenceKernelTest, MaxPoolPropagatesNan) {
   KernelContext ctx;
   kernels::reference::max_pool2d(ctx, attrs, &in, 1, &out, 1);
   EXPECT_TRUE(std::isnan(result));
+}
+
+TEST(RegisterReferenceTest, RegistersImporterOps) {
+  auto registry = std::make_unique<KernelRegistry>();
+  ASSERT_TRUE(kernels::register_reference_kernels(*registry).is_ok());
+  constexpr ScalarType F = ScalarType::F32, B = ScalarType::Bool, I32 = ScalarType::I32,
+                       I64 = ScalarType::I64;
+  for (OpCode op : {OpCode::Clip, OpCode::HardSigmoid, OpCode::HardSwish, OpCode::Erf,
+                    OpCode::Sqrt, OpCode::Exp, OpCode::Neg, OpCode::ReduceMean, OpCode::ReduceSum}) {
+    EXPECT_NE(registry->find(make_key(op, {F, F})), nullptr) << to_string(op);
+  }
+  EXPECT_NE(registry->find(make_key(OpCode::Pow, {F, F, F})), nullptr);
+  EXPECT_NE(registry->find(make_key(OpCode::BatchNorm, {F, F, F, F, F, F})), nullptr);
+  for (ScalarType t : {F, I32, I64, B}) {
+    EXPECT_NE(registry->find(make_key(OpCode::Equal, {t, t, B})), nullptr) << to_string(t);
+  }
+  const ScalarType cast_types[] = {F,  ScalarType::F16, ScalarType::BF16, ScalarType::I8,
+                                   ScalarType::U8, ScalarType::I16, I32, I64, B};
+  for (ScalarType from : cast_types) {
+    EXPECT_NE(registry->find(make_key(OpCode::Pad, {from, from})), nullptr) << to_string(from);
+    for (ScalarType to : cast_types) {
+      EXPECT_NE(registry->find(make_key(OpCode::Cast, {from, to})), nullptr)
+          << to_string(from) << " -> " << to_string(to);
+    }
+  }
+  for (ScalarType t : {F, ScalarType::BF16, ScalarType::F8E4M3FN, ScalarType::UE4M3, B, I64}) {
+    EXPECT_NE(registry->find(make_key(OpCode::Where, {B, t, t, t})), nullptr) << to_string(t);
+    EXPECT_NE(registry->find(make_key(OpCode::Expand, {t, t})), nullptr) << to_string(t);
+    EXPECT_NE(registry->find(make_key(OpCode::Gather, {t, I32, t})), nullptr) << to_string(t);
+    EXPECT_NE(registry->find(make_key(OpCode::Gather, {t, I64, t})), nullptr) << to_string(t);
+  }
+  EXPECT_EQ(registry->find(make_key(OpCode::Where, {ScalarType::U8, F, F, F})), nullptr);
+  EXPECT_EQ(registry->find(make_key(OpCode::Pad, {ScalarType::F8E4M3FN, ScalarType::F8E4M3FN})),
+            nullptr);
+  EXPECT_EQ(registry->find(make_key(OpCode::Equal, {F, F, F})), nullptr);
+}
+
+TensorView view(void* data, ScalarType dtype, std::initializer_list<int64_t> dims) {
+  TensorView v;
+  v.data = data;
+  v.dtype = dtype;
+  v.rank = static_cast<uint8_t>(dims.size());
+  int i = 0;
+  for (int64_t d : dims) v.dims[i++] = d;
+  return v;
+}
+
+uint32_t bits_of_float(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  return u;
+}
+
+// bf16 has no numpy dtype, so its conversions are checked here.
+TEST(ReferenceKernelTest, CastToBf16RoundsToNearestEven) {
+  const float in[] = {1.0f,        1.00390625f, 1.01171875f, -2.5f,    3.4028235e38f,
+                      -0.0f,       NAN,         INFINITY,    1e-40f,   65504.0f};
+  const uint16_t want[] = {0x3F80, 0x3F80, 0x3F82, 0xC020, 0x7F80,
+                           0x8000, 0,      0x7F80, 0x0001, 0x4780};
+  uint16_t out[10] = {0};
+  TensorView x = view(const_cast<float*>(in), ScalarType::F32, {10});
+  TensorView y = view(out, ScalarType::BF16, {10});
+  OpAttrs attrs;
+  attrs.cast_to = ScalarType::BF16;
+  KernelContext ctx;
+  kernels::reference::cast(ctx, attrs, &x, 1, &y, 1);
+  for (int i = 0; i < 10; ++i) {
+    if (i == 6) {
+      EXPECT_EQ(out[i] & 0x7F80, 0x7F80);  // NaN stays NaN
+      EXPECT_NE(out[i] & 0x007F, 0);
+      continue;
+    }
+    EXPECT_EQ(out[i], want[i]) << i;
+  }
+  // And back: bf16 -> f32 is exact, bf16 -> i32 truncates.
+  float back[10];
+  TensorView z = view(back, ScalarType::F32, {10});
+  attrs.cast_to = ScalarType::F32;
+  kernels::reference::cast(ctx, attrs, &y, 1, &z, 1);
+  EXPECT_EQ(back[2], 1.015625f);
+  EXPECT_EQ(back[3], -2.5f);
+  EXPECT_TRUE(std::isnan(back[6]));
+  int32_t ints[10];
+  TensorView w = view(ints, ScalarType::I32, {10});
+  attrs.cast_to = ScalarType::I32;
+  kernels::reference::cast(ctx, attrs, &y, 1, &w, 1);
+  EXPECT_EQ(ints[3], -2);
+  EXPECT_EQ(ints[4], std::numeric_limits<int32_t>::max());  // inf saturates
+  EXPECT_EQ(ints[6], 0);                                     // NaN -> 0
+  EXPECT_EQ(ints[9], 65536);  // 65504 rounds up to 2^16 in bf16
+}
+
+// int64 -> bf16 must round once: 2^40 + 2^32 + 1 is just above the midpoint between bf16
+// neighbours 2^40 and 2^40 + 2^33, though an f32 intermediate would land exactly on it.
+TEST(ReferenceKernelTest, CastFromInt64RoundsOnce) {
+  const int64_t in[] = {(1ll << 40) + (1ll << 32) + 1, (1ll << 40) + (1ll << 32),
+                        -((1ll << 40) + (1ll << 32) + 1), (1ll << 24) + 1,
+                        std::numeric_limits<int64_t>::min()};
+  uint16_t bf[5], hf[5];
+  TensorView x = view(const_cast<int64_t*>(in), ScalarType::I64, {5});
+  TensorView yb = view(bf, ScalarType::BF16, {5});
+  TensorView yh = view(hf, ScalarType::F16, {5});
+  OpAttrs attrs;
+  KernelContext ctx;
+  attrs.cast_to = ScalarType::BF16;
+  kernels::reference::cast(ctx, attrs, &x, 1, &yb, 1);
+  attrs.cast_to = ScalarType::F16;
+  kernels::reference::cast(ctx, attrs, &x, 1, &yh, 1);
+  EXPECT_EQ(bf[0], 0x5381);  // up
+  EXPECT_EQ(bf[1], 0x5380);  // tie to even
+  EXPECT_EQ(bf[2], 0xD381);
+  EXPECT_EQ(bf[4], static_cast<uint16_t>(bits_of_float(-9.223372036854775808e18f) >> 16));
+  EXPECT_EQ(hf[3], 0x7C00);  // beyond f16's range: inf
+  EXPECT_EQ(hf[4], 0xFC00);
+}
+
+// Out-of-range gather indices cannot fail at run time; they produce zero slices.
+TEST(ReferenceKernelTest, GatherOutOfRangeWritesZeros) {
+  const float data[6] = {1, 2, 3, 4, 5, 6};  // [3, 2]
+  const int64_t idx[4] = {-1, 3, std::numeric_limits<int64_t>::min(), -4};
+  float out[8];
+  std::memset(out, 0xA5, sizeof(out));
+  TensorView in[2] = {view(const_cast<float*>(data), ScalarType::F32, {3, 2}),
+                      view(const_cast<int64_t*>(idx), ScalarType::I64, {4})};
+  TensorView y = view(out, ScalarType::F32, {4, 2});
+  OpAttrs attrs;
+  KernelContext ctx;
+  kernels::reference::gather(ctx, attrs, in, 2, &y, 1);
+  const float want[8] = {5, 6, 0, 0, 0, 0, 0, 0};
+  for (int i = 0; i < 8; ++i) EXPECT_EQ(out[i], want[i]) << i;
+}
+
+// Hostile but valid pads (begin INT64_MIN + ...): the kernel's index arithmetic must not overflow.
+TEST(ReferenceKernelTest, PadWithExtremePads) {
+  const float data[3] = {1, 2, 3};
+  float out[2] = {0, 0};
+  TensorView x = view(const_cast<float*>(data), ScalarType::F32, {3});
+  OpAttrs attrs;
+  attrs.count = 1;
+  attrs.pads[0] = std::numeric_limits<int64_t>::min();
+  attrs.pads[1] = std::numeric_limits<int64_t>::max();
+  attrs.pad_value = 9.0f;
+  TensorView y;
+  ErrorContext ectx;
+  ASSERT_TRUE(find_op_info(OpCode::Pad)->shape(attrs, &x, 1, &y, 1, {}, &ectx).is_ok())
+      << ectx.message;
+  ASSERT_EQ(y.dims[0], 2);
+  y.data = out;
+  KernelContext ctx;
+  kernels::reference::pad(ctx, attrs, &x, 1, &y, 1);
+  EXPECT_EQ(out[0], 9.0f);
+  EXPECT_EQ(out[1], 9.0f);
+  attrs.pads[0] = -2;
+  attrs.pads[1] = 1;
+  attrs.pad_mode = PadMode::Edge;
+  ASSERT_TRUE(find_op_info(OpCode::Pad)->shape(attrs, &x, 1, &y, 1, {}, &ectx).is_ok());
+  y.data = out;
+  kernels::reference::pad(ctx, attrs, &x, 1, &y, 1);
+  EXPECT_EQ(out[0], 3.0f);
+  EXPECT_EQ(out[1], 3.0f);
+}
+
+TEST(ReferenceKernelTest, WhereInPlace) {
+  uint8_t cond[4] = {1, 0, 0, 1};
+  float x[4] = {1, 2, 3, 4};
+  const float y[4] = {10, 20, 30, 40};
+  TensorView in[3] = {view(cond, ScalarType::Bool, {4}), view(x, ScalarType::F32, {4}),
+                      view(const_cast<float*>(y), ScalarType::F32, {4})};
+  TensorView out = in[1];
+  OpAttrs attrs;
+  KernelContext ctx;
+  kernels::reference::where(ctx, attrs, in, 3, &out, 1);
+  EXPECT_EQ(x[0], 1.0f);
+  EXPECT_EQ(x[1], 20.0f);
+  EXPECT_EQ(x[2], 30.0f);
+  EXPECT_EQ(x[3], 4.0f);
 }
 
 }  // namespace
