@@ -103,8 +103,9 @@ def cases():
             out[f"{m}_batch_opset{opset}"] = dict(kind="tv_batch", model=m, opset=opset, shape=TV[m],
                                                   options=OPTIONS.get(m, {}))
         out[f"bert_encoder_opset{opset}"] = dict(kind="bert", model="bert_encoder", opset=opset)
+        # Known gap: Slice whose end is the symbolic seq (position_ids[:, :seq]) is not imported yet.
         out[f"bert_encoder_dynseq_opset{opset}"] = dict(kind="bert_dynseq", model="bert_encoder",
-                                                        opset=opset)
+                                                        opset=opset, gap="Slice")
     for u in UNSUPPORTED:
         out[u] = dict(kind="unsupported", model=u, opset=17)
     return out

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Makes one ONNX test case (model, inputs, PyPI-free references) into a cache folder.
+"""Makes one ONNX test case (model, inputs, PyTorch and onnxruntime references) into a cache folder.
 
   .venv/bin/python tests/onnx/make_models.py --cache DIR CASE [CASE ...]
   .venv/bin/python tests/onnx/make_models.py --cache DIR --all

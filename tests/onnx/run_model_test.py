@@ -76,10 +76,13 @@ def check_unsupported(args, case_dir, meta, work):
     return f"PASS: export refused op {expect['op_type']} (node {expect['node']}) with exit status 1"
 
 
-def check_gap(args, case_dir, op_type, work):
+def check_gap(args, case_dir, meta, op_type, work):
     """A known gap (cases.KNOWN_GAPS): the export must fail with exit 1 naming the op, writing nothing."""
     pte = os.path.join(work, "model.pte")
-    p, dt = run_tool([args.exporter, os.path.join(case_dir, "model.onnx"), "-o", pte], args.timeout)
+    cmd = [args.exporter, os.path.join(case_dir, "model.onnx"), "-o", pte]
+    for s in meta.get("input_shape", []):
+        cmd += ["--input-shape", s]
+    p, dt = run_tool(cmd, args.timeout)
     print(f"export: exit {p.returncode} in {dt:.2f} s")
     print(tail((p.stderr + p.stdout).strip()))
     if p.returncode == 0:
@@ -178,7 +181,7 @@ def main():
         if meta["kind"] == "unsupported":
             verdict = check_unsupported(args, case_dir, meta, work)
         elif gap:
-            verdict = check_gap(args, case_dir, gap, work)
+            verdict = check_gap(args, case_dir, meta, gap, work)
         else:
             verdict = check_model(args, case_dir, meta, work)
     except Failure as e:
