@@ -51,7 +51,9 @@ SymInt sym_mul(const SymInt& a, const SymInt& b) {
   SymInt r;
   if (mul_overflows(a.c, b.c, &r.c)) return SymInt::unknown();
   r.terms = a.terms;
-  for (const auto& [sym, power] : b.terms) {
+  for (const auto& term : b.terms) {  // no structured binding: clang 14 cannot capture one
+    const auto& sym = term.first;
+    const auto power = term.second;
     auto it = std::find_if(r.terms.begin(), r.terms.end(), [&](const auto& t) { return t.first == sym; });
     if (it != r.terms.end()) {
       it->second += power;
@@ -80,7 +82,9 @@ SymInt sym_div(const SymInt& a, const SymInt& b) {
   if (b.c == 0 || a.c % b.c != 0) return SymInt::unknown();
   SymInt r = a;
   r.c = a.c / b.c;
-  for (const auto& [sym, power] : b.terms) {
+  for (const auto& term : b.terms) {
+    const auto& sym = term.first;
+    const auto power = term.second;
     auto it = std::find_if(r.terms.begin(), r.terms.end(), [&](const auto& t) { return t.first == sym; });
     if (it == r.terms.end() || it->second < power) return SymInt::unknown();
     it->second -= power;
