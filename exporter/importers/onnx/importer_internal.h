@@ -343,12 +343,15 @@ class Importer {
   void op_gather(NodeContext& ctx);
   void op_where(NodeContext& ctx);
   void op_equal(NodeContext& ctx);
+  void op_not(NodeContext& ctx);
   void op_cast(NodeContext& ctx);
   void op_expand(NodeContext& ctx);
   void op_pad(NodeContext& ctx);
   void op_reduce(NodeContext& ctx);
   void op_constant_of_shape(NodeContext& ctx);
   void op_range(NodeContext& ctx);
+  void op_scatter_nd(NodeContext& ctx);
+  void op_einsum(NodeContext& ctx);
   void op_quantized(NodeContext& ctx);
   static const std::map<std::string, Handler>& handlers();
 
@@ -357,6 +360,8 @@ class Importer {
   void conv_like_padding(NodeContext& ctx, const std::vector<SymInt>& in_dims, const int64_t kernel[2],
                          const int32_t stride[2], const int32_t dilation[2], int32_t padding[4], bool ceil_mode);
   bool try_fuse_bias(NodeContext& ctx);
+  int einsum_reduce(NodeContext& ctx, int x, std::string* terms, const std::string& keep, const std::string& tag);
+  int einsum_permute(NodeContext& ctx, int x, const std::string& from, const std::string& to, const std::string& tag);
   void define_alias(NodeContext& ctx, size_t output, size_t input);
 
   const onnx::ModelProto& model_;

@@ -1,6 +1,8 @@
 // ONNX handlers: constants, aliases and compute ops (conv, gemm, matmul, element-wise, pooling, norms).
 #include "exporter/importers/onnx/importer_internal.h"
 
+#include <cctype>
+
 #include "exporter/passes/batch_norm_folding.h"
 #include "exporter/passes/constant_folding.h"
 
@@ -493,6 +495,166 @@ void Importer::op_layer_norm(NodeContext& ctx) {
   const int x = value_of(ctx, 0), scale = value_of(ctx, 1);
   const int bias = ctx.has_input(2) ? value_of(ctx, 2) : -1;
   define_value(ctx, 0, emit1(ctx, OpCode::LayerNorm, {x, scale, bias}, a, ctx.output(0)));
+}
+
+// ---- Einsum ------------------------------------------------------------------------------------
+// Lowered to Transpose / Reshape / ReduceSum / MatMul: the two-operand form as one batched matmul
+// [batch..., left, contracted] x [batch..., contracted, right] (MaxViT's attention, for one), the
+// one-operand form as sums and a permutation. Ellipses and repeated letters (diagonals) are refused.
+
+namespace {
+
+struct EinsumSpec {
+  std::vector<std::string> inputs;
+  std::string output;
+};
+
+EinsumSpec parse_einsum(NodeContext& ctx, size_t operands) {
+  std::string eq;
+  for (char c : ctx.attr_string("equation", "")) {
+    if (c != ' ') eq += c;
+  }
+  if (eq.empty()) ctx.fail("attribute 'equation' is missing or empty");
+  if (eq.find("...") != std::string::npos) ctx.fail("equation '" + eq + "' uses an ellipsis, which is not supported");
+  EinsumSpec spec;
+  const size_t arrow = eq.find("->");
+  const std::string lhs = eq.substr(0, arrow);
+  size_t from = 0;
+  for (;;) {
+    const size_t comma = lhs.find(',', from);
+    spec.inputs.push_back(lhs.substr(from, comma == std::string::npos ? std::string::npos : comma - from));
+    if (comma == std::string::npos) break;
+    from = comma + 1;
+  }
+  if (arrow != std::string::npos) {
+    spec.output = eq.substr(arrow + 2);
+  } else {  // implicit output: the letters that appear once, in alphabetical order
+    std::map<char, int> count;
+    for (const std::string& t : spec.inputs) {
+      for (char c : t) ++count[c];
+    }
+    for (const auto& [c, n] : count) {
+      if (n == 1) spec.output += c;
+    }
+  }
+  if (spec.inputs.size() != operands) {
+    ctx.fail("equation '" + eq + "' names " + std::to_string(spec.inputs.size()) + " operands, the node has " +
+             std::to_string(operands));
+  }
+  std::vector<std::string> all = spec.inputs;
+  all.push_back(spec.output);
+  for (const std::string& t : all) {
+    for (size_t i = 0; i < t.size(); ++i) {
+      if (!std::isalpha(static_cast<unsigned char>(t[i]))) ctx.fail("equation '" + eq + "' has an invalid character");
+      if (t.find(t[i], i + 1) != std::string::npos) {
+        ctx.fail("equation '" + eq + "' repeats '" + std::string(1, t[i]) + "' in one term (diagonals are not supported)");
+      }
+    }
+  }
+  for (char c : spec.output) {
+    bool found = false;
+    for (const std::string& t : spec.inputs) found = found || t.find(c) != std::string::npos;
+    if (!found) ctx.fail("output letter '" + std::string(1, c) + "' of '" + eq + "' is in no operand");
+  }
+  return spec;
+}
+
+}  // namespace
+
+// Sums `x` (letters `terms`) over every letter not in `keep`; returns the value and its letters.
+int Importer::einsum_reduce(NodeContext& ctx, int x, std::string* terms, const std::string& keep, const std::string& tag) {
+  OpAttrs a;
+  a.keepdims = false;
+  std::string kept;
+  for (size_t i = 0; i < terms->size(); ++i) {
+    if (keep.find((*terms)[i]) == std::string::npos) a.axes[a.count++] = static_cast<int32_t>(i);
+    else kept += (*terms)[i];
+  }
+  if (a.count == 0) return x;
+  *terms = kept;
+  return emit1(ctx, OpCode::ReduceSum, {x}, a, ctx.output(0) + "/" + tag + "_sum", tag + "_sum");
+}
+
+// Permutes `x` (letters `from`) into the order `to` (the same letters).
+int Importer::einsum_permute(NodeContext& ctx, int x, const std::string& from, const std::string& to, const std::string& tag) {
+  OpAttrs a;
+  a.count = static_cast<uint8_t>(to.size());
+  bool identity = true;
+  for (size_t i = 0; i < to.size(); ++i) {
+    a.perm[i] = static_cast<int32_t>(from.find(to[i]));
+    identity = identity && a.perm[i] == static_cast<int32_t>(i);
+  }
+  if (identity) return x;
+  return emit1(ctx, OpCode::Transpose, {x}, a, ctx.output(0) + "/" + tag + "_perm", tag + "_perm");
+}
+
+void Importer::op_einsum(NodeContext& ctx) {
+  const size_t n = ctx.input_count();
+  if (n != 1 && n != 2) ctx.fail(std::to_string(n) + " operands; Einsum is supported with one or two");
+  const EinsumSpec spec = parse_einsum(ctx, n);
+  for (size_t i = 0; i < n; ++i) {
+    if (spec.inputs[i].size() != rank_of(ctx, i)) {
+      ctx.fail("operand " + std::to_string(i) + " has rank " + std::to_string(rank_of(ctx, i)) + ", its term '" +
+               spec.inputs[i] + "' has " + std::to_string(spec.inputs[i].size()) + " letters");
+    }
+  }
+  const std::string& out = spec.output;
+  if (n == 1) {
+    std::string terms = spec.inputs[0];
+    int x = einsum_reduce(ctx, value_of(ctx, 0), &terms, out, "a");
+    x = einsum_permute(ctx, x, terms, out, "out");
+    define_value(ctx, 0, x);
+    return;
+  }
+  std::string ta = spec.inputs[0], tb = spec.inputs[1];
+  // Letters of one operand only and not in the output are summed first.
+  int a = einsum_reduce(ctx, value_of(ctx, 0), &ta, tb + out, "a");
+  int b = einsum_reduce(ctx, value_of(ctx, 1), &tb, ta + out, "b");
+  std::string batch, left, right, contracted;
+  for (char c : out) {
+    const bool in_a = ta.find(c) != std::string::npos, in_b = tb.find(c) != std::string::npos;
+    if (in_a && in_b) batch += c;
+    else if (in_a) left += c;
+    else right += c;
+  }
+  for (char c : ta) {
+    if (tb.find(c) != std::string::npos && out.find(c) == std::string::npos) contracted += c;
+  }
+  auto dims_by_letter = [&](int v, const std::string& terms) {
+    std::map<char, SymInt> m;
+    const std::vector<Dim>& d = value(v).dims;
+    for (size_t i = 0; i < terms.size(); ++i) m[terms[i]] = dim_sym(d[i]);
+    return m;
+  };
+  const auto da = dims_by_letter(a, ta), db = dims_by_letter(b, tb);
+  for (char c : batch + contracted) {
+    if (!da.at(c).same_as(db.at(c))) {
+      ctx.fail("letter '" + std::string(1, c) + "' has size " + format_sym(da.at(c), graph_) + " in operand 0 and " +
+               format_sym(db.at(c), graph_) + " in operand 1 (broadcasting is not supported)");
+    }
+  }
+  auto prod = [&](const std::map<char, SymInt>& m, const std::string& letters) {
+    SymInt p = SymInt::constant(1);
+    for (char c : letters) p = sym_mul(p, m.at(c));
+    return p;
+  };
+  auto with_batch = [&](std::vector<SymInt> tail) {
+    std::vector<SymInt> t;
+    for (char c : batch) t.push_back(da.at(c));
+    t.insert(t.end(), tail.begin(), tail.end());
+    return t;
+  };
+  a = einsum_permute(ctx, a, ta, batch + left + contracted, "a");
+  b = einsum_permute(ctx, b, tb, batch + contracted + right, "b");
+  a = emit_reshape(ctx, a, with_batch({prod(da, left), prod(da, contracted)}), ctx.output(0) + "/a_mat", "a_mat");
+  b = emit_reshape(ctx, b, with_batch({prod(db, contracted), prod(db, right)}), ctx.output(0) + "/b_mat", "b_mat");
+  int y = emit1(ctx, OpCode::MatMul, {a, b}, OpAttrs{}, ctx.output(0) + "/matmul", "matmul");
+  std::vector<SymInt> full;
+  for (char c : left) full.push_back(da.at(c));
+  for (char c : right) full.push_back(db.at(c));
+  y = emit_reshape(ctx, y, with_batch(full), ctx.output(0) + "/unflat", "unflat");
+  y = einsum_permute(ctx, y, batch + left + right, out, "out");
+  define_value(ctx, 0, y);
 }
 
 }  // namespace ember::exporter::onnx_detail

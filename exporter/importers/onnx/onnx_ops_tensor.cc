@@ -246,6 +246,18 @@ void Importer::op_equal(NodeContext& ctx) {
   define_value(ctx, 0, emit1(ctx, OpCode::Equal, {value_of(ctx, 0), value_of(ctx, 1)}, OpAttrs{}, ctx.output(0)));
 }
 
+// Not(x) = Equal(x, false) on bool tensors.
+void Importer::op_not(NodeContext& ctx) {
+  if (dtype_of(ctx, 0) != ScalarType::Bool) {
+    ctx.fail(std::string("input has dtype ") + to_string(dtype_of(ctx, 0)) + ", expected bool");
+  }
+  HostTensor f;
+  f.dtype = ScalarType::Bool;
+  f.bytes = {0};
+  const int no = add_constant(ctx.name() + "/false", std::move(f));
+  define_value(ctx, 0, emit1(ctx, OpCode::Equal, {value_of(ctx, 0), no}, OpAttrs{}, ctx.output(0)));
+}
+
 void Importer::op_cast(NodeContext& ctx) {
   const int64_t to = ctx.attr_int("to", 0);
   if (ctx.has_attr("saturate") && ctx.attr_int("saturate", 1) != 1) ctx.fail("attribute 'saturate' = 0 is not supported");
@@ -326,10 +338,11 @@ void Importer::op_pad(NodeContext& ctx) {
   define_value(ctx, 0, noop ? x : emit1(ctx, OpCode::Pad, {x}, a, ctx.output(0)));
 }
 
+// ReduceMean, ReduceSum, and ReduceL2 as Sqrt(ReduceSum(x * x)).
 void Importer::op_reduce(NodeContext& ctx) {
-  const bool mean = ctx.op_type() == "ReduceMean";
+  const bool sum = ctx.op_type() == "ReduceSum", l2 = ctx.op_type() == "ReduceL2";
   const size_t rank = rank_of(ctx, 0);
-  const int64_t input_axes_from = mean ? 18 : 13;
+  const int64_t input_axes_from = sum ? 13 : 18;
   std::vector<int64_t> axes;
   if (ctx.opset() >= input_axes_from) {
     if (ctx.has_input(1)) axes = ints_of(ctx, 1, "axes");
@@ -350,7 +363,14 @@ void Importer::op_reduce(NodeContext& ctx) {
   if (std::adjacent_find(axes.begin(), axes.end()) != axes.end()) ctx.fail("repeats an axis");
   a.count = static_cast<uint8_t>(axes.size());
   for (size_t i = 0; i < axes.size(); ++i) a.axes[i] = static_cast<int32_t>(axes[i]);
-  define_value(ctx, 0, emit1(ctx, mean ? OpCode::ReduceMean : OpCode::ReduceSum, {value_of(ctx, 0)}, a, ctx.output(0)));
+  if (l2) {
+    const int x = value_of(ctx, 0);
+    const int sq = emit1(ctx, OpCode::Mul, {x, x}, OpAttrs{}, ctx.output(0) + "/square", "square");
+    const int ss = emit1(ctx, OpCode::ReduceSum, {sq}, a, ctx.output(0) + "/sum", "sum");
+    define_value(ctx, 0, emit1(ctx, OpCode::Sqrt, {ss}, OpAttrs{}, ctx.output(0)));
+    return;
+  }
+  define_value(ctx, 0, emit1(ctx, sum ? OpCode::ReduceSum : OpCode::ReduceMean, {value_of(ctx, 0)}, a, ctx.output(0)));
 }
 
 void Importer::op_constant_of_shape(NodeContext& ctx) {
@@ -413,5 +433,54 @@ void Importer::op_range(NodeContext& ctx) {
 }
 
 void Importer::op_quantized(NodeContext& ctx) { ctx.fail("quantized ONNX graphs are not supported yet (QDQ)"); }
+
+// ScatterND at export only: torch.onnx.export writes it for in-place index assignment of tensors that
+// are constant once the input shape is fixed (Swin's shifted-window attention mask, for one).
+void Importer::op_scatter_nd(NodeContext& ctx) {
+  const std::string reduction = ctx.attr_string("reduction", "none");
+  if (reduction != "none") ctx.fail("reduction '" + reduction + "' is not supported (only 'none')");
+  const HostTensor *data = constant_of(ctx, 0), *indices = constant_of(ctx, 1), *updates = constant_of(ctx, 2);
+  if (data == nullptr || indices == nullptr || updates == nullptr) {
+    ctx.fail("data, indices and updates must be known at export (a run-time ScatterND is not supported)");
+  }
+  if (!is_integer_dtype(indices->dtype) || indices->dtype == ScalarType::Bool) {
+    ctx.fail(std::string("indices have dtype ") + to_string(indices->dtype) + ", expected an integer type");
+  }
+  if (updates->dtype != data->dtype) {
+    ctx.fail(std::string("updates have dtype ") + to_string(updates->dtype) + ", data has " + to_string(data->dtype));
+  }
+  if (is_sub_byte(data->dtype)) ctx.fail(std::string("data dtype ") + to_string(data->dtype) + " is not supported");
+  if (indices->dims.empty()) ctx.fail("indices must have rank >= 1");
+  const size_t k = static_cast<size_t>(indices->dims.back());
+  if (k > data->dims.size()) {
+    ctx.fail("indices address " + std::to_string(k) + " dims of a rank-" + std::to_string(data->dims.size()) + " tensor");
+  }
+  // updates.shape == indices.shape[:-1] + data.shape[k:]
+  std::vector<int64_t> want(indices->dims.begin(), indices->dims.end() - 1);
+  want.insert(want.end(), data->dims.begin() + static_cast<std::ptrdiff_t>(k), data->dims.end());
+  if (updates->dims != want) ctx.fail("updates have the wrong shape for these indices and data");
+  const size_t elem = static_cast<size_t>(bits_of(data->dtype) / 8);
+  size_t slice = 1;  // elements per scattered slice
+  for (size_t d = k; d < data->dims.size(); ++d) slice *= static_cast<size_t>(data->dims[d]);
+  const auto strides = known_ops::strides_of(data->dims);
+  const size_t tuples = product(std::vector<int64_t>(indices->dims.begin(), indices->dims.end() - 1));
+  HostTensor out = *data;
+  for (size_t t = 0; t < tuples; ++t) {
+    size_t offset = 0;
+    for (size_t j = 0; j < k; ++j) {
+      int64_t i = read_int(*indices, t * k + j);
+      const int64_t dim = data->dims[j];
+      if (i < -dim || i >= dim) {
+        ctx.fail("index " + std::to_string(i) + " is out of range for dim " + std::to_string(j) + " of size " +
+                 std::to_string(dim));
+      }
+      if (i < 0) i += dim;
+      offset += static_cast<size_t>(i) * strides[j];
+    }
+    std::memcpy(out.bytes.data() + offset * elem, updates->bytes.data() + t * slice * elem, slice * elem);
+  }
+  ++stats_.evaluated_at_export;
+  define_constant(ctx, 0, std::move(out));
+}
 
 }  // namespace ember::exporter::onnx_detail
