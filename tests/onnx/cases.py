@@ -9,6 +9,12 @@ close to it) to keep CI fast; see tests/onnx/README.md for the reasons and the m
 import sys
 
 OPSETS = (13, 17)
+# Debian's torch 1.13 exports up to opset 17; opsets 18-21 are made from its opset-17 export with
+# onnx's version converter (PyPI onnx, requirements.txt), for a subset of models covering every op.
+TORCH_MAX_OPSET = 17
+CONVERTED_OPSETS = (18, 19, 20, 21)
+CONVERTED_MODELS = ("resnet18", "mobilenet_v3_small", "efficientnet_b0", "convnext_tiny", "vit_b_32",
+                    "swin_t", "inception_v3")
 
 # model -> (kind, input spec, options)
 #   kind "tv": a torchvision 0.14 classification model built with weights=None (options are the
@@ -102,6 +108,11 @@ def cases():
         # Known gap: Slice whose end is the symbolic seq (position_ids[:, :seq]) is not imported yet.
         out[f"bert_encoder_dynseq_opset{opset}"] = dict(kind="bert_dynseq", model="bert_encoder",
                                                         opset=opset, gap="Slice")
+    for opset in CONVERTED_OPSETS:
+        for m in CONVERTED_MODELS:
+            out[f"{m}_opset{opset}"] = dict(kind="tv", model=m, opset=opset, shape=TV[m],
+                                            options=OPTIONS.get(m, {}))
+        out[f"bert_encoder_opset{opset}"] = dict(kind="bert", model="bert_encoder", opset=opset)
     for u in UNSUPPORTED:
         out[u] = dict(kind="unsupported", model=u, opset=17)
     return out
