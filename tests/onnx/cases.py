@@ -6,6 +6,7 @@ Plain data and no torch import, so CMake can list the cases at configure time qu
 A case name is "<model>_opset<N>". Input sizes are the smallest each architecture accepts (or
 close to it) to keep CI fast; see tests/onnx/README.md for the reasons and the measured times.
 """
+import os
 import sys
 
 OPSETS = (13, 17)
@@ -85,6 +86,12 @@ BERT_MAX = (8, 32)
 
 UNSUPPORTED = ("unsupported_det", "unsupported_custom")
 
+# Files written by PyTorch 2's exporters (dynamo-based at opsets 18 and 21, TorchScript-based at 20),
+# made by make_torch2_models.py on a machine with PyTorch 2.11 and checked in with their inputs and
+# PyTorch's outputs: one case "torch2_<dir>" per folder.
+TORCH2_DIR = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "data",
+                                           "onnx_torch2"))
+
 
 # Known gaps: models whose export Ember refuses today, with the ONNX op it names. These cases pass
 # when the export fails with exit status 1 naming that op (so the gap is checked, and the case turns
@@ -115,12 +122,15 @@ def cases():
         out[f"bert_encoder_opset{opset}"] = dict(kind="bert", model="bert_encoder", opset=opset)
     for u in UNSUPPORTED:
         out[u] = dict(kind="unsupported", model=u, opset=17)
+    for d in sorted(os.listdir(TORCH2_DIR)):
+        out[f"torch2_{d}"] = dict(kind="torch2", model=d, opset=int(d.rsplit("opset", 1)[1]))
     return out
 
 
 # Cases the sanitizer builds run too (small models: the importer and runtime under ASan + UBSan).
 SANITIZER_CASES = ("mobilenet_v3_small_opset13", "resnet18_batch_opset17", "bert_encoder_opset17",
-                   "unsupported_det", "unsupported_custom")
+                   "unsupported_det", "unsupported_custom", "torch2_encoder_dynamo_opset21",
+                   "torch2_cnn_dynamo_opset18")
 
 # Models registered only with -DEMBER_ONNX_FULL=ON: too slow or too large for CI's time and disk
 # (each costs 20-230 s of one core per opset, 0.3-2.6 GB of ONNX; their ops are those of the

@@ -11,6 +11,7 @@ message that names the op type and the node. Prints the three-way errors and the
 the last line says why (with the exporter's or runner's own message).
 """
 import argparse
+import json
 import os
 import resource
 import shutil
@@ -152,6 +153,27 @@ def check_model(args, case_dir, meta, work):
     return f"PASS: {len(meta['runs'])} run(s) within relative L2 {args.tolerance} of PyTorch and onnxruntime"
 
 
+def torch2_case(args):
+    """A checked-in PyTorch 2 export (cases.TORCH2_DIR): its PyTorch output is in the folder;
+    onnxruntime's is computed here, into the build tree."""
+    spec = cases.cases()[args.case]
+    case_dir = os.path.join(cases.TORCH2_DIR, spec["model"])
+    with open(os.path.join(case_dir, "meta.json")) as f:
+        made = json.load(f)
+    out_dir = os.path.join(args.cache, args.case)
+    os.makedirs(out_dir, exist_ok=True)
+    x = np.load(os.path.join(case_dir, "input.npy"))
+    ort_out = make_models.ort_run(os.path.join(case_dir, "model.onnx"), {made["input_name"]: x})
+    ort_path = os.path.join(out_dir, "ort_output.npy")
+    np.save(ort_path, ort_out[made["output_name"]])
+    print(f"{args.case}: written by torch {made['torch']} ({made['exporter']} exporter), opset {made['opset']}")
+    meta = {"kind": "torch2", "outputs": [made["output_name"]],
+            "runs": [{"label": "static", "inputs": {made["input_name"]: "input.npy"},
+                      "torch": {made["output_name"]: "torch_output.npy"},
+                      "ort": {made["output_name"]: ort_path}}]}
+    return case_dir, meta
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--exporter", required=True)
@@ -167,12 +189,16 @@ def main():
 
     t0, c0 = time.time(), time.process_time()
     try:
-        case_dir, meta = make_models.ensure_case(args.case, args.cache, args.seed)
+        if cases.cases().get(args.case, {}).get("kind") == "torch2":
+            case_dir, meta = torch2_case(args)
+            work = os.path.join(args.cache, args.case, "ember")
+        else:
+            case_dir, meta = make_models.ensure_case(args.case, args.cache, args.seed)
+            work = os.path.join(case_dir, "ember")
         make_cpu = time.process_time() - c0
     except Exception as e:
         print(f"FAIL: {args.case}: making the model and references failed: {type(e).__name__}: {e}")
         return 1
-    work = os.path.join(case_dir, "ember")
     shutil.rmtree(work, ignore_errors=True)
     os.makedirs(work)
     failure = None
