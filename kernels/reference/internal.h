@@ -9,6 +9,7 @@
 #include <limits>
 #include <type_traits>
 
+#include "runtime/core/float_codecs.h"
 #include "runtime/core/tensor_view.h"
 
 namespace ember::kernels::reference::internal {
@@ -77,55 +78,7 @@ inline size_t element_size(ScalarType type) { return static_cast<size_t>(bits_of
 
 // ---- Scalar conversions (Cast's rules; Pad converts its f32 value with them too) -----------------
 
-inline uint32_t float_bits(float f) {
-  uint32_t u;
-  std::memcpy(&u, &f, 4);
-  return u;
-}
-inline float bits_float(uint32_t u) {
-  float f;
-  std::memcpy(&f, &u, 4);
-  return f;
-}
-
-// IEEE binary16 <-> f32. To f16 rounds to nearest even; overflow gives inf, NaN stays a (quiet) NaN.
-inline float f16_to_float(uint16_t h) {
-  const uint32_t sign = static_cast<uint32_t>(h & 0x8000u) << 16;
-  const uint32_t exp = (h >> 10) & 0x1Fu;
-  const uint32_t man = h & 0x3FFu;
-  if (exp == 0x1F) return bits_float(sign | 0x7F800000u | (man << 13));
-  if (exp == 0) {  // zero or subnormal: man * 2^-24, exact in f32
-    const float v = static_cast<float>(man) * 5.9604644775390625e-8f;
-    return sign ? -v : v;
-  }
-  return bits_float(sign | ((exp + 112) << 23) | (man << 13));
-}
-
-inline uint16_t float_to_f16(float f) {
-  const uint32_t u = float_bits(f);
-  const uint16_t sign = static_cast<uint16_t>((u >> 16) & 0x8000u);
-  const uint32_t abs = u & 0x7FFFFFFFu;
-  if (abs > 0x7F800000u) return static_cast<uint16_t>(sign | 0x7E00u | ((abs >> 13) & 0x3FFu));
-  if (abs >= 0x477FF000u) return static_cast<uint16_t>(sign | 0x7C00u);  // >= 65520: inf
-  if (abs < 0x38800000u) {
-    // Below the smallest normal (2^-14): subnormal result man * 2^-24, rounded to nearest even.
-    // Adding 0.5 (2^-1) aligns bit 2^-24 with the f32 ULP of 2^-1, so the FPU does the rounding.
-    const float v = bits_float(abs) + 0.5f;
-    return static_cast<uint16_t>(sign | (float_bits(v) - 0x3F000000u));
-  }
-  // Normal: rebias 127 -> 15 and round the 13 dropped bits to nearest even (may carry into exp).
-  const uint32_t odd = (abs >> 13) & 1u;
-  const uint32_t rounded = abs + 0xFFFu + odd - (112u << 23);
-  return static_cast<uint16_t>(sign | (rounded >> 13));
-}
-
-// bfloat16 <-> f32 (the top half of an f32). To bf16 rounds to nearest even; NaN stays a NaN.
-inline float bf16_to_float(uint16_t b) { return bits_float(static_cast<uint32_t>(b) << 16); }
-inline uint16_t float_to_bf16(float f) {
-  const uint32_t u = float_bits(f);
-  if ((u & 0x7FFFFFFFu) > 0x7F800000u) return static_cast<uint16_t>((u >> 16) | 0x0040u);
-  return static_cast<uint16_t>((u + 0x7FFFu + ((u >> 16) & 1u)) >> 16);
-}
+// f16 / bf16 <-> f32: runtime/core/float_codecs.h (f16_to_f32, f32_to_f16, bf16_to_f32, f32_to_bf16).
 
 // An integer as an f32 rounded to odd (truncate to 24 significant bits, then set the last bit if
 // anything was dropped). Rounding that to nearest even at <= 22 bits (f16, bf16) equals rounding the
@@ -170,11 +123,11 @@ inline Scalar load_scalar(ScalarType type, const void* data, int64_t index) {
     case ScalarType::F32: s.is_float = true; s.f = static_cast<const float*>(data)[at]; break;
     case ScalarType::F16:
       s.is_float = true;
-      s.f = f16_to_float(static_cast<const uint16_t*>(data)[at]);
+      s.f = f16_to_f32(static_cast<const uint16_t*>(data)[at]);
       break;
     case ScalarType::BF16:
       s.is_float = true;
-      s.f = bf16_to_float(static_cast<const uint16_t*>(data)[at]);
+      s.f = bf16_to_f32(static_cast<const uint16_t*>(data)[at]);
       break;
     case ScalarType::I8: s.i = static_cast<const int8_t*>(data)[at]; break;
     case ScalarType::U8: s.i = static_cast<const uint8_t*>(data)[at]; break;
@@ -207,10 +160,10 @@ inline void store_scalar(ScalarType type, const Scalar& s, void* data, int64_t i
       static_cast<float*>(data)[at] = s.is_float ? s.f : static_cast<float>(s.i);
       break;
     case ScalarType::F16:
-      static_cast<uint16_t*>(data)[at] = float_to_f16(s.is_float ? s.f : int_to_float_odd(s.i));
+      static_cast<uint16_t*>(data)[at] = f32_to_f16(s.is_float ? s.f : int_to_float_odd(s.i));
       break;
     case ScalarType::BF16:
-      static_cast<uint16_t*>(data)[at] = float_to_bf16(s.is_float ? s.f : int_to_float_odd(s.i));
+      static_cast<uint16_t*>(data)[at] = f32_to_bf16(s.is_float ? s.f : int_to_float_odd(s.i));
       break;
     case ScalarType::I8:
       static_cast<int8_t*>(data)[at] = s.is_float ? float_to_int<int8_t>(s.f) : wrap_int<int8_t>(s.i);
