@@ -73,7 +73,11 @@ FoldStats fold_constants(Graph& graph) {
       ins.push_back(t.get());
       owned.push_back(std::move(t));
     }
-    for (int out : node.outputs) foldable = foldable && !graph.is_output(out);
+    for (int out : node.outputs) {
+      foldable = foldable && !graph.is_output(out);
+      // Constant inputs but a run-time shape (a Slice whose end is a symbol): stays a node.
+      for (const Dim& d : graph.values[static_cast<size_t>(out)].dims) foldable = foldable && d.sym == 0;
+    }
     if (!foldable) continue;
     std::vector<HostTensor> outs = evaluate_node(node, ins, symbols);
     for (size_t o = 0; o < outs.size(); ++o) {

@@ -104,6 +104,9 @@ fb::AttributesUnion to_fb_attrs(const Node& node) {
       t.starts.assign(a.starts, a.starts + a.count);
       t.ends.assign(a.ends, a.ends + a.count);
       t.steps.assign(a.steps, a.steps + a.count);
+      if (std::any_of(a.ends_sym, a.ends_sym + a.count, [](uint16_t s) { return s != 0; })) {
+        t.ends_sym.assign(a.ends_sym, a.ends_sym + a.count);
+      }
       u.Set(std::move(t));
       break;
     }

@@ -104,6 +104,7 @@ void decode_attrs(const fb::KernelCall& call, OpAttrs* a) {
         a->starts[i] = s->starts()->Get(i);
         a->ends[i] = s->ends()->Get(i);
         a->steps[i] = s->steps()->Get(i);
+        a->ends_sym[i] = s->ends_sym() != nullptr ? s->ends_sym()->Get(i) : 0;
       }
       break;
     }

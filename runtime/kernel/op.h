@@ -104,6 +104,7 @@ struct OpAttrs {
   int64_t starts[kMaxRank] = {0};
   int64_t ends[kMaxRank] = {0};
   int64_t steps[kMaxRank] = {0};
+  uint16_t ends_sym[kMaxRank] = {0};  // Slice: != 0 = ends[j] is symbols[ends_sym[j] - 1] at run time
   // Clip: [clip_min, clip_max]. HardSigmoid: alpha, beta.
   float clip_min = 0.0f;
   float clip_max = 0.0f;

@@ -170,7 +170,7 @@ Status concat_shape(const OpAttrs& attrs, const TensorView* inputs, size_t input
 }
 
 Status slice_shape(const OpAttrs& attrs, const TensorView* inputs, size_t input_count,
-                   TensorView* outputs, size_t output_count, Span<const int64_t>,
+                   TensorView* outputs, size_t output_count, Span<const int64_t> symbols,
                    ErrorContext* ctx) {
   const char* op = "slice";
   EMBER_RETURN_IF_ERROR(check_args(op, inputs, input_count, 1, 1, 0, outputs, output_count, ctx));
@@ -195,7 +195,17 @@ Status slice_shape(const OpAttrs& attrs, const TensorView* inputs, size_t input_
     if (attrs.steps[j] == 0) {
       return EMBER_FAIL(ctx, Error::InvalidArgument, "slice: step 0 on axis %d", axis);
     }
-    dims[axis] = slice_count(x.dims[axis], attrs.starts[j], attrs.ends[j], attrs.steps[j]);
+    int64_t end = attrs.ends[j];
+    if (attrs.ends_sym[j] != 0) {
+      const size_t sym = attrs.ends_sym[j];
+      if (sym > symbols.size()) {
+        return EMBER_FAIL(ctx, Error::InvalidArgument,
+                          "slice: end %d names symbol %zu but only %zu are bound", j, sym,
+                          symbols.size());
+      }
+      end = symbols[sym - 1];
+    }
+    dims[axis] = slice_count(x.dims[axis], attrs.starts[j], end, attrs.steps[j]);
   }
   set_output(&outputs[0], x.dtype, dims, x.rank);
   return Status::ok();

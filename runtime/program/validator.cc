@@ -366,6 +366,14 @@ class GraphValidator {
         if (n > static_cast<uint32_t>(kMaxRank) || size_of(a->starts()) != n || size_of(a->ends()) != n || size_of(a->steps()) != n) {
           return fail_instruction(i, "slice axes/starts/ends/steps lengths differ or exceed %d", kMaxRank);
         }
+        if (a->ends_sym() != nullptr) {
+          if (size_of(a->ends_sym()) != n) return fail_instruction(i, "slice ends_sym has %u entries for %u axes", size_of(a->ends_sym()), n);
+          for (uint32_t j = 0; j < n; ++j) {
+            if (a->ends_sym()->Get(j) > symbol_count_) {
+              return fail_instruction(i, "slice ends_sym[%u] names symbol %u of %u", j, a->ends_sym()->Get(j), symbol_count_);
+            }
+          }
+        }
         return Status::ok();
       }
       default:

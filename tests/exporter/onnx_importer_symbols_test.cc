@@ -95,6 +95,62 @@ TEST(OnnxImporterTest, SymbolicBatchThroughShapeGatherUnsqueezeConcatReshape) {
   }
 }
 
+// Hugging Face's `position_ids[:, :seq]`: a constant buffer sliced by the run-time length.
+TEST(OnnxImporterTest, SliceOfAConstantByASymbolicEndStaysARunTimeSlice) {
+  OnnxModel m(17);
+  m.input("x", kFloat, {"B", "S"});
+  std::vector<float> table(12);
+  for (size_t i = 0; i < table.size(); ++i) table[i] = static_cast<float>(i) * 0.5f;
+  m.init_f32("table", {1, 12}, table);
+  m.node("Shape", {"x"}, {"shape"});
+  const_i64(m, "one", {1}, /*scalar=*/true);
+  auto& gather = m.node("Gather", {"shape", "one"}, {"s"});
+  attr_i(gather, "axis", 0);
+  const_i64(m, "axes0", {0});
+  m.node("Unsqueeze", {"s", "axes0"}, {"end"});
+  const_i64(m, "start", {0});
+  const_i64(m, "axis1", {1});
+  m.node("Slice", {"table", "start", "end", "axis1"}, {"pos"}, "slice_pos");
+  m.node("Add", {"x", "pos"}, {"y"});
+  m.output("y");
+  OnnxImport imp = import_model(m, {"x=batch:1..4xseq:1..12"});
+  const Node* slice = find_op(imp.graph, OpCode::Slice);
+  ASSERT_NE(slice, nullptr);
+  const int seq = imp.graph.find_symbol("seq");
+  ASSERT_NE(seq, 0);
+  EXPECT_EQ(slice->attrs.ends_sym[0], seq);
+  EXPECT_EQ(slice->attrs.ends[0], 12);
+  const Value& y = imp.graph.values[static_cast<size_t>(imp.graph.outputs[0].value)];
+  EXPECT_EQ(format_dims(imp.graph, y.dims), "[batch<=4, seq<=12]");
+  for (int64_t b : {1, 3}) {
+    for (int64_t s : {1, 7, 12}) {
+      const auto xv = ramp(static_cast<size_t>(b * s), 1.0f, 5);
+      std::vector<double> ref(xv.size());
+      for (size_t i = 0; i < xv.size(); ++i) ref[i] = xv[i] + table[i % static_cast<size_t>(s)];
+      expect_close(run1(imp.graph, {HostTensor::from_f32({b, s}, xv)}), ref);
+    }
+  }
+  // An end that is a product of symbols cannot be a Slice end.
+  OnnxModel bad(17);
+  bad.input("x", kFloat, {"B", "S"});
+  bad.init_f32("table", {1, 12}, table);
+  bad.node("Shape", {"x"}, {"shape"});
+  const_i64(bad, "zero", {0}, /*scalar=*/true);
+  const_i64(bad, "one", {1}, /*scalar=*/true);
+  attr_i(bad.node("Gather", {"shape", "zero"}, {"b"}), "axis", 0);
+  attr_i(bad.node("Gather", {"shape", "one"}, {"s"}), "axis", 0);
+  bad.node("Mul", {"b", "s"}, {"bs"});
+  const_i64(bad, "axes0", {0});
+  bad.node("Unsqueeze", {"bs", "axes0"}, {"end"});
+  const_i64(bad, "start", {0});
+  const_i64(bad, "axis1", {1});
+  bad.node("Slice", {"table", "start", "end", "axis1"}, {"y"}, "slice_bs");
+  bad.output("y");
+  const std::string err = import_error(bad, {"x=batch:1..4xseq:1..3"});
+  EXPECT_NE(err.find("Slice node 'slice_bs'"), std::string::npos) << err;
+  EXPECT_NE(err.find("batch*seq"), std::string::npos) << err;
+}
+
 TEST(OnnxImporterTest, TransformerStyleReshapeKeepsBothSymbols) {
   OnnxModel m;
   m.input("x", kFloat, {"B", "S", "8"});

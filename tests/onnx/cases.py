@@ -98,7 +98,7 @@ TORCH2_DIR = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__fil
 # red the day the op is supported: move the model back to a normal case then).
 KNOWN_GAPS = {}
 # Of the gaps, CI checks those of these models; the rest are registered with -DEMBER_ONNX_FULL=ON.
-CI_GAPS = ("bert_encoder",)
+CI_GAPS = ()
 
 
 def cases():
@@ -112,9 +112,8 @@ def cases():
             out[f"{m}_batch_opset{opset}"] = dict(kind="tv_batch", model=m, opset=opset, shape=TV[m],
                                                   options=OPTIONS.get(m, {}))
         out[f"bert_encoder_opset{opset}"] = dict(kind="bert", model="bert_encoder", opset=opset)
-        # Known gap: Slice whose end is the symbolic seq (position_ids[:, :seq]) is not imported yet.
         out[f"bert_encoder_dynseq_opset{opset}"] = dict(kind="bert_dynseq", model="bert_encoder",
-                                                        opset=opset, gap="Slice")
+                                                        opset=opset)
     for opset in CONVERTED_OPSETS:
         for m in CONVERTED_MODELS:
             out[f"{m}_opset{opset}"] = dict(kind="tv", model=m, opset=opset, shape=TV[m],

@@ -455,8 +455,10 @@ std::vector<int> Importer::emit(const NodeContext& ctx, OpCode op, std::vector<i
   node.source_op = "onnx::" + ctx.op_type();
   const std::string base = ctx.name() + (suffix.empty() ? "" : "/" + suffix);
 
-  // Inputs all constant: fold now with the reference kernels (so later nodes see constants).
+  // Inputs all constant: fold now with the reference kernels (so later nodes see constants), unless
+  // the attributes name run-time symbols (the output shape is then not known at export).
   bool all_constant = !node.inputs.empty();
+  for (int i = 0; i < kMaxRank; ++i) all_constant = all_constant && attrs.shape_sym[i] == 0 && attrs.ends_sym[i] == 0;
   std::vector<const HostTensor*> ins;
   std::vector<HostTensor> owned;
   owned.reserve(node.inputs.size());

@@ -225,6 +225,9 @@ bool Importer::try_known(NodeContext& ctx) {
   }
   if (op == "Slice") {
     if (!all_known(0, 1)) return false;
+    // A symbolic end (`position_ids[:, :seq]`) is a run-time Slice of the data (op_slice).
+    const Known* ends_known = ctx.has_input(2) ? known_of(ctx, 2) : nullptr;
+    if (ends_known != nullptr && !ends_known->all_constant()) return false;
     const Known* data = known_of(ctx, 0);
     const std::vector<int64_t> starts = ints_of(ctx, 1, "starts"), ends = ints_of(ctx, 2, "ends");
     std::vector<int64_t> axes, steps;

@@ -161,12 +161,22 @@ void Importer::op_slice(NodeContext& ctx) {
       if (s.is_constant()) return s.c;
       // An end (or start of a reversed slice) equal to the whole run-time dim.
       if (s.same_as(dim)) return INT64_MAX;  // clamped to the dim (or dim - 1 for negative steps)
+      // An end that is an input symbol (`position_ids[:, :seq]`): bound at run time. The symbol is a
+      // size, so >= 0: no wrap-around from the end of the dim can happen.
+      if (is_end && steps[j] > 0 && s.is_symbol() && s.symbol_id() <= declared_symbols_) {
+        a.ends_sym[j] = s.symbol_id();
+        return graph_.symbols[s.symbol_id() - 1u].max;
+      }
       ctx.fail(std::string(is_end ? "ends" : "starts") + "[" + std::to_string(j) + "] = " + format_sym(s, graph_) +
-               " depends on run-time sizes other than the sliced dim (" + format_sym(dim, graph_) + ")");
+               " depends on run-time sizes other than the sliced dim (" + format_sym(dim, graph_) + ")" +
+               (is_end ? "; only an input's symbolic size (with a positive step) is supported" : ""));
     };
     a.starts[j] = resolve(starts[j], false);
     a.ends[j] = resolve(ends[j], true);
-    if (!(steps[j] == 1 && a.starts[j] == 0 && (a.ends[j] == INT64_MAX || (dim.is_constant() && a.ends[j] >= dim.c)))) noop = false;
+    if (a.ends_sym[j] != 0 || !(steps[j] == 1 && a.starts[j] == 0 &&
+                                (a.ends[j] == INT64_MAX || (dim.is_constant() && a.ends[j] >= dim.c)))) {
+      noop = false;
+    }
   }
   const int x = value_of(ctx, 0);
   define_value(ctx, 0, noop ? x : emit1(ctx, OpCode::Slice, {x}, a, ctx.output(0)));

@@ -156,6 +156,19 @@ TEST_F(OpInfoTest, SliceClamping) {
   expect_dims(run(op, slice_attrs({}, {}, {}, {}), {tv(F, {2, 3})}), {2, 3});
 }
 
+TEST_F(OpInfoTest, SliceEndFromASymbol) {
+  const OpCode op = OpCode::Slice;
+  OpAttrs a = slice_attrs({1}, {0}, {16}, {1});  // ends[0] holds the symbol's max
+  a.ends_sym[0] = 2;
+  const TensorView table = tv(ScalarType::I64, {1, 16});
+  expect_dims(run(op, a, {table}, {4, 9}), {1, 9}, ScalarType::I64);
+  expect_dims(run(op, a, {table}, {4, 0}), {1, 0}, ScalarType::I64);
+  expect_dims(run(op, a, {table}, {4, 40}), {1, 16}, ScalarType::I64);  // clamped like any end
+  a.starts[0] = 3;
+  expect_dims(run(op, a, {table}, {4, 9}), {1, 6}, ScalarType::I64);
+  expect_invalid(run(op, a, {table}, {4}), op, "names symbol 2 but only 1 are bound");
+}
+
 TEST_F(OpInfoTest, SliceErrors) {
   const OpCode op = OpCode::Slice;
   const TensorView x = tv(F, {4, 6});

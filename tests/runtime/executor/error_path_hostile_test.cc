@@ -112,6 +112,28 @@ std::vector<Hostile> HostileCases() {
                        }
                      }
                    }, Error::InvalidProgram, "names symbol"});
+  // A unary kernel call turned into a Slice whose end names a symbol the graph does not have.
+  auto slice_with_end_sym = [](P& p, std::vector<uint16_t> ends_sym) {
+    for (auto& ins : MethodGraph(p).instructions) {
+      fb::KernelCallT* call = ins->args.AsKernelCall();
+      if (call == nullptr || call->op != fb::OpCode::Relu) continue;
+      call->op = fb::OpCode::Slice;
+      fb::SliceAttrsT a;
+      a.axes = {1};
+      a.starts = {0};
+      a.ends = {4};
+      a.steps = {1};
+      a.ends_sym = std::move(ends_sym);
+      call->attrs.Set(std::move(a));
+      return;
+    }
+  };
+  cases.push_back({"slice end names a symbol that does not exist", "mlp", [slice_with_end_sym](P& p) {
+                     slice_with_end_sym(p, {static_cast<uint16_t>(MethodGraph(p).symbols.size() + 1)});
+                   }, Error::InvalidProgram, "slice ends_sym[0] names symbol"});
+  cases.push_back({"slice ends_sym of the wrong length", "mlp", [slice_with_end_sym](P& p) {
+                     slice_with_end_sym(p, {1, 1});
+                   }, Error::InvalidProgram, "ends_sym has 2 entries for 1 axes"});
   cases.push_back({"symbol with min > max", "mlp", [](P& p) {
                      fb::GraphT& g = MethodGraph(p);
                      g.symbols[0]->min = g.symbols[0]->max + 1;
