@@ -14,6 +14,10 @@ ExportResult export_graph(Graph graph, const ExportOptions& options) {
   if (options.fold_constants) r.fold = fold_constants(graph);
   r.dead_nodes_removed = remove_dead_code(graph);
   graph.check_structure();
+  if (options.quantize) {
+    r.quantize = quantize_graph(graph, *options.quantize);
+    graph.check_structure();
+  }
   if (options.manifest != nullptr) {
     r.partition = partition_graph(graph, *options.manifest, options.backends);
   } else {

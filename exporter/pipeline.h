@@ -4,6 +4,7 @@
 // there is no layout pass. Host-only; throws ExportError.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -12,6 +13,7 @@
 #include "exporter/partition/partitioner.h"
 #include "exporter/passes/batch_norm_folding.h"
 #include "exporter/passes/constant_folding.h"
+#include "exporter/passes/quantize.h"
 #include "exporter/plan/memory_planner.h"
 #include "exporter/serialize/serializer.h"
 
@@ -23,6 +25,7 @@ struct ExportOptions {
   const CapabilityManifest* manifest = nullptr;
   bool fold_constants = true;
   bool strip_debug = false;
+  std::optional<QuantizeOptions> quantize;  // after folding, before partitioning
 };
 
 struct ExportResult {
@@ -30,6 +33,7 @@ struct ExportResult {
   FoldStats fold;
   int batch_norms_folded = 0;
   int dead_nodes_removed = 0;
+  std::optional<QuantizeReport> quantize;
   Partition partition;
   MemoryPlan plan;
   SerializedProgram program;

@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
 
 #include "exporter/importers/builder/examples.h"
 #include "exporter/importers/onnx/onnx_importer.h"
@@ -30,6 +31,37 @@ std::vector<std::string> split_list(const std::string& s) {
   return out;
 }
 
+// quant.json + <i>.codes.bin / <i>.scale.bin per quantized constant (tests compare them with numpy).
+void dump_quantized(const Graph& graph, const std::string& dir) {
+  std::filesystem::create_directories(dir);
+  nlohmann::json list = nlohmann::json::array();
+  auto write = [&](const std::string& name, const std::vector<uint8_t>& bytes) {
+    std::ofstream f(std::filesystem::path(dir) / name, std::ios::binary | std::ios::trunc);
+    f.write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
+    if (!f) throw ExportError("--quantize-dump: writing '" + name + "' in '" + dir + "' failed");
+  };
+  for (const Value& v : graph.values) {
+    if (!v.quant) continue;
+    const std::string base = std::to_string(list.size());
+    write(base + ".codes.bin", *v.data);
+    write(base + ".scale.bin", *v.quant->scale);
+    nlohmann::json e = {{"value", v.name},
+                        {"dtype", to_string(v.dtype)},
+                        {"dims", {v.dims[0].max, v.dims[1].max}},
+                        {"block", v.quant->block},
+                        {"layout", to_string(quant_layout(v))},
+                        {"scale_dtype", to_string(v.quant->scale_dtype)},
+                        {"scale_dims", v.quant->scale_dims},
+                        {"codes", base + ".codes.bin"},
+                        {"scale", base + ".scale.bin"}};
+    if (v.quant->has_global_scale) e["global_scale"] = v.quant->global_scale;
+    list.push_back(std::move(e));
+  }
+  std::ofstream f(std::filesystem::path(dir) / "quant.json", std::ios::trunc);
+  f << list.dump(1) << "\n";
+  if (!f) throw ExportError("--quantize-dump: writing quant.json in '" + dir + "' failed");
+}
+
 }  // namespace
 
 int run_cli(int argc, const char* const* argv, std::ostream& out, std::ostream& err) {
@@ -38,6 +70,10 @@ int run_cli(int argc, const char* const* argv, std::ostream& out, std::ostream& 
   std::vector<std::string> input_shapes;
   uint64_t seed = 1;
   bool strip_debug = false, no_fold = false;
+  std::string quantize, quantize_dump;
+  std::vector<std::string> quantize_include, quantize_exclude;
+  int64_t quantize_min_size = 128;
+  int quantize_samples = 1;
   app.add_option("model", model, "the .onnx file to export (external data files are read from its folder)");
   app.add_option("--example", example, "bundled model to export instead: mlp or cnn");
   app.add_option("-o,--output", output, "the .pte file to write")->required();
@@ -53,6 +89,25 @@ int run_cli(int argc, const char* const* argv, std::ostream& out, std::ostream& 
   app.add_option("--seed", seed, "seed of the example's weights")->capture_default_str();
   app.add_flag("--strip-debug", strip_debug, "omit the debug segment (node names, source ops)");
   app.add_flag("--no-fold", no_fold, "skip constant folding");
+  app.add_option("--quantize", quantize,
+                 "quantize linear weights: fp8 (per channel), fp8-block (128x128), fp8-dynamic (W8A8, FP8 "
+                 "activations per token), mxfp8, nvfp4 (exporter/passes/quantize.h)");
+  app.add_option("--quantize-include", quantize_include,
+                 "quantize only linears whose node name matches this glob (overrides --quantize-min-size); repeatable")
+      ->expected(1)
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+  app.add_option("--quantize-exclude", quantize_exclude, "keep linears whose node name matches this glob in f32; repeatable")
+      ->expected(1)
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+  app.add_option("--quantize-min-size", quantize_min_size, "skip linears with min(N, K) below this")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--quantize-samples", quantize_samples,
+                 "random sample inputs for the per-layer output SQNR (0 = weight SQNR only)")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--quantize-dump", quantize_dump,
+                 "write each quantized weight's codes and scales (raw little-endian) and quant.json to this folder");
   app.set_version_flag("--version", std::string(kProducer));
   try {
     app.parse(argc, argv);
@@ -60,6 +115,9 @@ int run_cli(int argc, const char* const* argv, std::ostream& out, std::ostream& 
       throw CLI::ValidationError("give either an ONNX model file or --example (not both)");
     }
     if (!example.empty() && !input_shapes.empty()) throw CLI::ValidationError("--input-shape applies to ONNX models only");
+    if (quantize.empty() && (!quantize_include.empty() || !quantize_exclude.empty() || !quantize_dump.empty())) {
+      throw CLI::ValidationError("--quantize-include/--quantize-exclude/--quantize-dump need --quantize");
+    }
   } catch (const CLI::CallForHelp&) {
     out << app.help();
     return 0;
@@ -77,6 +135,15 @@ int run_cli(int argc, const char* const* argv, std::ostream& out, std::ostream& 
     if (options.backends.empty()) throw ExportError("--backends is empty");
     options.strip_debug = strip_debug;
     options.fold_constants = !no_fold;
+    if (!quantize.empty()) {
+      QuantizeOptions q;
+      q.preset = parse_quant_preset(quantize);
+      q.include = quantize_include;
+      q.exclude = quantize_exclude;
+      q.min_size = quantize_min_size;
+      q.random_samples = quantize_samples;
+      options.quantize = q;
+    }
     std::optional<CapabilityManifest> manifest;
     std::string warning;
     if (!manifest_path.empty()) {
@@ -113,6 +180,7 @@ int run_cli(int argc, const char* const* argv, std::ostream& out, std::ostream& 
       if (!sym.derived) symbols += (symbols.empty() ? "" : ", ") + sym.name + " " + std::to_string(sym.min) + ".." + std::to_string(sym.max);
     }
     ExportResult result = export_graph(std::move(graph), options);
+    if (!quantize_dump.empty()) dump_quantized(result.graph, quantize_dump);
     std::ofstream file(output, std::ios::binary | std::ios::trunc);
     if (!file) throw ExportError("cannot open '" + output + "' for writing");
     file.write(reinterpret_cast<const char*>(result.program.bytes.data()),
@@ -124,6 +192,7 @@ int run_cli(int argc, const char* const* argv, std::ostream& out, std::ostream& 
     out << import_summary;
     out << "manifest: " << (manifest ? manifest->source() : std::string("none")) << "; backends: " << backends << "\n";
     if (!symbols.empty()) out << "symbols: " << symbols << "\n";
+    if (result.quantize) out << format_quantize_report(*result.quantize);
     out << format_summary(result);
     const double total = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     char buf[96];

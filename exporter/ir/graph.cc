@@ -60,6 +60,15 @@ void Graph::check_structure() const {
                           " bytes, its shape needs " + std::to_string(nbytes_max(value)));
       }
     }
+    if (value.quant) {
+      const QuantParams& q = *value.quant;
+      uint64_t scales = 1;
+      for (int64_t d : q.scale_dims) scales *= static_cast<uint64_t>(d);
+      if (!value.is_constant() || value.dims.size() != 2 || q.block.size() != 2 || q.scale_dims.size() != 2 || !q.scale ||
+          q.scale->size() != nbytes_of(q.scale_dtype, scales)) {
+        throw ExportError("quantized value '" + value.name + "' has inconsistent quantization parameters");
+      }
+    }
     for (const Dim& d : value.dims) {
       if (d.sym > symbols.size()) throw ExportError("value '" + value.name + "' names an unknown symbol");
     }
@@ -92,6 +101,12 @@ uint64_t numel_max(const std::vector<Dim>& dims) {
   uint64_t n = 1;
   for (const Dim& d : dims) n *= static_cast<uint64_t>(d.max);
   return n;
+}
+
+QuantLayout quant_layout(const Value& value) {
+  if (!value.quant || value.dims.size() != 2 || value.quant->block.size() != 2) return QuantLayout::None;
+  return classify_quant(value.dtype, value.quant->scale_dtype, value.dims[0].max, value.dims[1].max,
+                        value.quant->block[0], value.quant->block[1], value.quant->has_global_scale);
 }
 
 uint64_t nbytes_max(const Value& value) { return nbytes_of(value.dtype, numel_max(value.dims)); }

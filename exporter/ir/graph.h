@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "runtime/core/quant.h"
 #include "runtime/core/scalar_type.h"
 #include "runtime/kernel/op.h"
 
@@ -39,12 +40,25 @@ struct Symbol {
 
 using ConstantBytes = std::shared_ptr<const std::vector<uint8_t>>;
 
+// A quantized constant (DESIGN §4; runtime/core/quant.h): the value's `data` holds the codes, and
+// its scales travel with it. The serializer writes the scale (and the global scale) as constants of
+// their own, referenced by the file's QuantInfo, so no pass has to keep value ids of scales in step.
+struct QuantParams {
+  ScalarType scale_dtype = ScalarType::Invalid;
+  std::vector<int64_t> block;       // per dim of the value
+  std::vector<int64_t> scale_dims;  // [ceil(n / block[0]), ceil(k / block[1])]
+  ConstantBytes scale;              // row-major: f32, e8m0 or ue4m3
+  bool has_global_scale = false;    // NVFP4's f32 decode multiplier
+  float global_scale = 1.0f;
+};
+
 struct Value {
   std::string name;
   ScalarType dtype = ScalarType::Invalid;
   std::vector<Dim> dims;
   ConstantBytes data;  // set for constants (exactly nbytes_max() bytes); shared, never copied
   int producer = -1;   // index of the node that writes it; -1 for graph inputs and constants
+  std::shared_ptr<const QuantParams> quant;  // set only for quantized constants
 
   bool is_constant() const { return data != nullptr; }
 };
@@ -85,6 +99,8 @@ struct Graph {
 
 // Elements and bytes at the upper-bound shape (every dim at its max).
 uint64_t numel_max(const std::vector<Dim>& dims);
+// The runtime's layout class of a quantized constant (runtime/core/quant.h); None if unquantized.
+QuantLayout quant_layout(const Value& value);
 uint64_t nbytes_max(const Value& value);
 // "[batch, 64]" (symbols by name).
 std::string format_dims(const Graph& graph, const std::vector<Dim>& dims);

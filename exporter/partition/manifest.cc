@@ -49,7 +49,10 @@ CapabilityManifest CapabilityManifest::parse(const std::string& text, const std:
       const std::string library = k.value("library", "");
       const std::string dim_order = k.value("dim_order", "contiguous");
       const std::string quant = k.value("quant", "none");
-      if ((library == "cpu" || library == "reference") && dim_order == "contiguous" && quant == "none") {
+      // A quantized weight's dtype reads "f8_e4m3fn:per_channel" (the key's quant layout belongs to
+      // its weight, argument 1, as format_key prints it).
+      if (quant != "none" && e.dtypes.size() > 1) e.dtypes[1] += ":" + quant;
+      if ((library == "cpu" || library == "reference") && dim_order == "contiguous") {
         m.portable_.push_back(std::move(e));
       }
     }
@@ -88,7 +91,16 @@ bool CapabilityManifest::backend_supports(const std::string& backend, const std:
 
 std::vector<std::string> node_dtypes(const Graph& graph, const Node& node) {
   std::vector<std::string> out;
-  for (int in : node.inputs) out.push_back(in < 0 ? "-" : to_string(graph.values[static_cast<size_t>(in)].dtype));
+  for (int in : node.inputs) {
+    if (in < 0) {
+      out.push_back("-");
+      continue;
+    }
+    const Value& v = graph.values[static_cast<size_t>(in)];
+    std::string d = to_string(v.dtype);
+    if (v.quant) d += std::string(":") + to_string(quant_layout(v));
+    out.push_back(std::move(d));
+  }
   for (int o : node.outputs) out.push_back(to_string(graph.values[static_cast<size_t>(o)].dtype));
   return out;
 }

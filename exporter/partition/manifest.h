@@ -28,7 +28,8 @@ class CapabilityManifest {
   static CapabilityManifest parse(const std::string& json_text, const std::string& source = "manifest");
   static CapabilityManifest load(const std::string& path);
 
-  // A portable kernel (library "cpu" or "reference", contiguous, no quant) for exactly these dtypes.
+  // A portable kernel (library "cpu" or "reference", contiguous) for exactly these dtypes (a
+  // quantized weight's reads "<dtype>:<layout>", e.g. "f8_e4m3fn:per_channel").
   bool portable_supports(const std::string& op, const std::vector<std::string>& dtypes) const;
   bool backend_supports(const std::string& backend, const std::string& op,
                         const std::vector<std::string>& dtypes) const;

@@ -70,6 +70,7 @@ FoldStats fold_constants(Graph& graph) {
       t->dtype = v.dtype;
       for (const Dim& d : v.dims) t->dims.push_back(d.max);
       t->bytes = *v.data;
+      t->quant = v.quant;
       ins.push_back(t.get());
       owned.push_back(std::move(t));
     }

@@ -62,6 +62,7 @@ std::vector<HostTensor> evaluate_node(const Node& node, const std::vector<const 
   const OpInfo* info = find_op_info(node.op);
   if (info == nullptr) throw ExportError("evaluate: unknown op in node '" + node.name + "'");
   std::vector<TensorView> ins(inputs.size());
+  std::vector<QuantView> quant(inputs.size());
   KernelKey key;
   key.op = node.op;
   key.arg_count = static_cast<uint8_t>(inputs.size() + info->outputs);
@@ -70,6 +71,18 @@ std::vector<HostTensor> evaluate_node(const Node& node, const std::vector<const 
     if (inputs[i] != nullptr) {
       ins[i] = view_of(*inputs[i]);
       key.dtypes[i] = inputs[i]->dtype;
+      if (const QuantParams* q = inputs[i]->quant.get()) {
+        if (inputs[i]->dims.size() != 2) throw ExportError("evaluate: quantized input of '" + node.name + "' is not 2-D");
+        quant[i].scale_dtype = q->scale_dtype;
+        quant[i].scale = q->scale->data();
+        quant[i].block[0] = q->block[0];
+        quant[i].block[1] = q->block[1];
+        quant[i].global_scale = q->has_global_scale ? &q->global_scale : nullptr;
+        quant[i].layout = classify_quant(inputs[i]->dtype, q->scale_dtype, inputs[i]->dims[0], inputs[i]->dims[1],
+                                         q->block[0], q->block[1], q->has_global_scale);
+        ins[i].quant = &quant[i];
+        if (key.quant == QuantLayout::None) key.quant = quant[i].layout;
+      }
     }
     sig += (i ? ", " : "") + (inputs[i] ? describe(*inputs[i]) : std::string("-"));
   }
@@ -141,6 +154,7 @@ std::vector<HostTensor> evaluate(const Graph& graph, const std::vector<HostTenso
     t->dtype = value.dtype;
     for (const Dim& d : value.dims) t->dims.push_back(d.max);
     t->bytes = *value.data;
+    t->quant = value.quant;
     slots[v] = t.get();
     owned[v] = std::move(t);
   }

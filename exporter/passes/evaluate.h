@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <cstring>
+#include <memory>
 #include <vector>
 
 #include "exporter/ir/graph.h"
@@ -16,6 +17,7 @@ struct HostTensor {
   ScalarType dtype = ScalarType::Invalid;
   std::vector<int64_t> dims;
   std::vector<uint8_t> bytes;
+  std::shared_ptr<const QuantParams> quant;  // a quantized weight's scales (exporter/ir/graph.h)
 
   uint64_t numel() const {
     uint64_t n = 1;

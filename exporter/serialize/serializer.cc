@@ -151,8 +151,18 @@ fb::AttributesUnion to_fb_attrs(const Node& node) {
 
 struct ConstantLayout {
   std::map<int, uint64_t> offsets;  // value id -> offset in the Constants segment
+  std::map<int, uint64_t> scale_offsets;   // quantized value id -> offset of its scale tensor
+  std::map<int, uint64_t> global_offsets;  // quantized value id -> offset of its f32 global scale
   std::vector<uint8_t> bytes;
   uint64_t payload_bytes = 0;
+
+  uint64_t append(const uint8_t* data, size_t size) {
+    const uint64_t offset = align_up(bytes.size(), kTensorAlignment);
+    bytes.resize(offset + size);
+    if (size) std::memcpy(bytes.data() + offset, data, size);
+    payload_bytes += size;
+    return offset;
+  }
 };
 
 // What each tensor's storage is, given a graph value id.
@@ -225,6 +235,12 @@ std::vector<uint8_t> build_delegate_payload(const StorageContext& ctx, const Del
     for (int v : graph.nodes[static_cast<size_t>(n)].inputs) add(v);
     for (int v : graph.nodes[static_cast<size_t>(n)].outputs) add(v);
   }
+  for (int id : order) {
+    if (graph.values[static_cast<size_t>(id)].quant) {
+      throw ExportError("serialize: quantized value '" + graph.values[static_cast<size_t>(id)].name +
+                        "' inside a " + d.backend + " delegate (GRAPH payloads do not carry scales yet)");
+    }
+  }
   const std::set<int> io(d.inputs.begin(), d.inputs.end());
   const std::set<int> outs(d.outputs.begin(), d.outputs.end());
   fb::GraphT g;
@@ -293,12 +309,15 @@ SerializedProgram serialize_program(const Graph& graph, const Partition& partiti
   for (const DelegateGraph& d : partition.delegates) constant_ids.insert(d.constants.begin(), d.constants.end());
   ConstantLayout constants;
   for (int id : constant_ids) {
-    const auto& data = *graph.values[static_cast<size_t>(id)].data;
-    const uint64_t offset = align_up(constants.bytes.size(), kTensorAlignment);
-    constants.offsets[id] = offset;
-    constants.bytes.resize(offset + data.size());
-    if (!data.empty()) std::memcpy(constants.bytes.data() + offset, data.data(), data.size());
-    constants.payload_bytes += data.size();
+    const Value& v = graph.values[static_cast<size_t>(id)];
+    constants.offsets[id] = constants.append(v.data->data(), v.data->size());
+    if (v.quant) {
+      constants.scale_offsets[id] = constants.append(v.quant->scale->data(), v.quant->scale->size());
+      if (v.quant->has_global_scale) {
+        constants.global_offsets[id] =
+            constants.append(reinterpret_cast<const uint8_t*>(&v.quant->global_scale), sizeof(float));
+      }
+    }
   }
   result.constant_bytes = constants.payload_bytes;
   result.constant_count = constant_ids.size();
@@ -371,6 +390,36 @@ SerializedProgram serialize_program(const Graph& graph, const Partition& partiti
     } else {
       g->lifetimes.emplace_back(p.first, p.last);
     }
+  }
+  // A quantized constant's scale (and global scale): extra constants after the graph's values.
+  for (int id : method_ids) {
+    const Value& v = graph.values[static_cast<size_t>(id)];
+    if (!v.quant) continue;
+    const QuantParams& q = *v.quant;
+    auto add_constant = [&](ScalarType dtype, std::vector<Dim> dims, uint64_t offset) {
+      auto t = std::make_unique<fb::TensorT>();
+      t->dtype = static_cast<fb::ScalarType>(dtype);
+      t->dims = to_fb_dims(dims);
+      t->dim_order = fb::DimOrder::Contiguous;
+      t->nbytes = nbytes_of(dtype, numel_max(dims));
+      fb::ConstantStorageT s;
+      s.segment = constant_segment;
+      s.offset = offset;
+      t->storage.Set(std::move(s));
+      g->values.push_back(std::move(t));
+      g->lifetimes.emplace_back(0, last_step);
+      return static_cast<uint32_t>(g->values.size() - 1);
+    };
+    auto info = std::make_unique<fb::QuantInfoT>();
+    info->scale_dtype = static_cast<fb::ScalarType>(q.scale_dtype);
+    info->block = q.block;
+    info->scale_layout = fb::ScaleLayout::RowMajor;
+    info->scale = add_constant(q.scale_dtype, {Dim{q.scale_dims[0], 0}, Dim{q.scale_dims[1], 0}},
+                               constants.scale_offsets.at(id));
+    if (q.has_global_scale) {
+      info->global_scale = static_cast<int32_t>(add_constant(ScalarType::F32, {}, constants.global_offsets.at(id)));
+    }
+    g->values[index.at(id)]->quant = std::move(info);
   }
   for (const NamedValue& nv : graph.inputs) g->inputs.push_back(named(nv.name, index.at(nv.value)));
   for (const NamedValue& nv : graph.outputs) g->outputs.push_back(named(nv.name, index.at(nv.value)));

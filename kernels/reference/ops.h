@@ -27,6 +27,9 @@ EMBER_REFERENCE_KERNEL(tanh);
 // f32. matmul: [.., M, K] x [.., K, N], batch dims broadcast. linear: x [.., K], w [N, K], b [N]?
 EMBER_REFERENCE_KERNEL(matmul);
 EMBER_REFERENCE_KERNEL(linear);
+// linear with a quantized weight (inputs[1].quant; runtime/core/quant.h): every layout, weight-only,
+// and W8A8 (activation_quant = Fp8PerToken) for FP8 per-tensor / per-channel weights.
+EMBER_REFERENCE_KERNEL(linear_quantized);
 // f32 NCHW.
 EMBER_REFERENCE_KERNEL(conv2d);
 EMBER_REFERENCE_KERNEL(max_pool2d);

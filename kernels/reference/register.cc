@@ -1,6 +1,7 @@
 #include "kernels/reference/register.h"
 
 #include <initializer_list>
+#include <utility>
 
 #include "kernels/reference/ops.h"
 
@@ -32,6 +33,17 @@ class Registrar {
   Status add(OpCode op, KernelFn fn, std::initializer_list<ScalarType> dtypes) {
     KernelKey key;
     key.op = op;
+    key.arg_count = static_cast<uint8_t>(dtypes.size());
+    int i = 0;
+    for (ScalarType t : dtypes) key.dtypes[i++] = t;
+    return add(key, fn);
+  }
+
+  // A kernel whose weight (argument 1) is quantized in `quant`'s layout.
+  Status add_quantized(OpCode op, KernelFn fn, QuantLayout quant, std::initializer_list<ScalarType> dtypes) {
+    KernelKey key;
+    key.op = op;
+    key.quant = quant;
     key.arg_count = static_cast<uint8_t>(dtypes.size());
     int i = 0;
     for (ScalarType t : dtypes) key.dtypes[i++] = t;
@@ -70,6 +82,15 @@ Status register_reference_kernels(KernelRegistry& registry, bool only_missing) {
   EMBER_RETURN_IF_ERROR(r.add(OpCode::Linear, ref::linear, {F, F, F, F}));
   EMBER_RETURN_IF_ERROR(r.add(OpCode::Linear, ref::linear, {F, F, X, F}));
   EMBER_RETURN_IF_ERROR(r.add(OpCode::Linear, ref::linear, {F, F, F}));
+  // Quantized weights (runtime/core/quant.h): FP8 in every f32-scale layout and MXFP8, NVFP4.
+  constexpr ScalarType F8 = ScalarType::F8E4M3FN, F4 = ScalarType::F4E2M1;
+  for (auto [w, layout] : {std::pair{F8, QuantLayout::PerTensor}, std::pair{F8, QuantLayout::PerChannel},
+                           std::pair{F8, QuantLayout::Block2d}, std::pair{F8, QuantLayout::Mx},
+                           std::pair{F4, QuantLayout::Nvfp4}}) {
+    EMBER_RETURN_IF_ERROR(r.add_quantized(OpCode::Linear, ref::linear_quantized, layout, {F, w, F, F}));
+    EMBER_RETURN_IF_ERROR(r.add_quantized(OpCode::Linear, ref::linear_quantized, layout, {F, w, X, F}));
+    EMBER_RETURN_IF_ERROR(r.add_quantized(OpCode::Linear, ref::linear_quantized, layout, {F, w, F}));
+  }
   EMBER_RETURN_IF_ERROR(r.add(OpCode::Conv2d, ref::conv2d, {F, F, F, F}));
   EMBER_RETURN_IF_ERROR(r.add(OpCode::Conv2d, ref::conv2d, {F, F, X, F}));
   EMBER_RETURN_IF_ERROR(r.add(OpCode::Conv2d, ref::conv2d, {F, F, F}));

@@ -13,12 +13,15 @@ constexpr int kMaxRank = 8;
 
 enum class DimOrder : uint8_t { Invalid = 0, Contiguous = 1, ChannelsLast = 2 };
 
+struct QuantView;
+
 struct TensorView {
   void* data = nullptr;  // null for an absent optional input
   ScalarType dtype = ScalarType::Invalid;
   DimOrder dim_order = DimOrder::Contiguous;
   uint8_t rank = 0;
   int64_t dims[kMaxRank] = {0};
+  const QuantView* quant = nullptr;  // a quantized weight's scales (runtime/core/quant.h); else null
 
   bool is_present() const { return data != nullptr; }
   int64_t dim(int i) const { return dims[i < 0 ? i + rank : i]; }

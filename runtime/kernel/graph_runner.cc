@@ -25,6 +25,12 @@ uint32_t size_of(const flatbuffers::Vector<T>* v) { return v ? v->size() : 0; }
 
 size_t align16(size_t n) { return (n + 15) & ~size_t{15}; }
 
+uint32_t quantized_values(const fb::Graph& graph) {
+  uint32_t n = 0;
+  for (uint32_t v = 0; v < size_of(graph.values()); ++v) n += graph.values()->Get(v)->quant() != nullptr;
+  return n;
+}
+
 uint32_t total_args(const fb::Graph& graph) {
   uint32_t n = 0;
   for (uint32_t i = 0; i < size_of(graph.instructions()); ++i) {
@@ -188,7 +194,8 @@ size_t GraphRunner::memory_bytes(const fb::Graph& graph) {
   const size_t values = size_of(graph.values());
   return align16(values * sizeof(TensorView)) + align16(values * sizeof(uint64_t)) +
          align16(size_of(graph.symbols()) * sizeof(int64_t)) +
-         align16(size_of(graph.instructions()) * sizeof(Bound)) + align16(total_args(graph) * sizeof(int32_t));
+         align16(size_of(graph.instructions()) * sizeof(Bound)) + align16(total_args(graph) * sizeof(int32_t)) +
+         align16(quantized_values(graph) * sizeof(QuantView));
 }
 
 const char* GraphRunner::node_name(uint32_t instruction) const {
@@ -212,7 +219,9 @@ Status GraphRunner::bind(const GraphView& graph, const KernelRegistry* kernels, 
   symbols_ = static_cast<int64_t*>(allocator.allocate(align16(symbol_count_ * sizeof(int64_t)), 16));
   instructions_ = static_cast<Bound*>(allocator.allocate(align16(instruction_count_ * sizeof(Bound)), 16));
   args_ = static_cast<int32_t*>(allocator.allocate(align16(arg_count * sizeof(int32_t)), 16));
-  if (!values_ || !capacity_ || !symbols_ || !instructions_ || !args_) {
+  const uint32_t quant_count = quantized_values(g);
+  quant_views_ = static_cast<QuantView*>(allocator.allocate(align16(quant_count * sizeof(QuantView)), 16));
+  if (!values_ || !capacity_ || !symbols_ || !instructions_ || !args_ || (quant_count > 0 && !quant_views_)) {
     return EMBER_FAIL(ctx, Error::OutOfMemory, "method allocator too small: binding needs %zu bytes",
                       memory_bytes(g));
   }
@@ -223,6 +232,21 @@ Status GraphRunner::bind(const GraphView& graph, const KernelRegistry* kernels, 
     tensor_shape(t, &values_[v]);
     EMBER_RETURN_IF_ERROR(resolve(user, v, t, &values_[v], ctx));
     capacity_[v] = t.storage_type() == fb::Storage::StateStorage ? values_[v].nbytes() : t.nbytes();
+  }
+  // Quantized weights (the validator checked their scales: constants of the stated dtype and shape).
+  uint32_t next_quant = 0;
+  for (uint32_t v = 0; v < value_count_; ++v) {
+    const fb::QuantInfo* q = g.values()->Get(v)->quant();
+    if (q == nullptr) continue;
+    QuantView* view = new (&quant_views_[next_quant++]) QuantView();
+    view->block[0] = q->block()->Get(0);
+    view->block[1] = q->block()->Get(1);
+    view->scale_dtype = static_cast<ScalarType>(q->scale_dtype());
+    view->scale = values_[q->scale()].data;
+    view->global_scale = q->global_scale() >= 0 ? static_cast<const float*>(values_[q->global_scale()].data) : nullptr;
+    view->layout = classify_quant(values_[v].dtype, view->scale_dtype, values_[v].dims[0], values_[v].dims[1],
+                                  view->block[0], view->block[1], view->global_scale != nullptr);
+    values_[v].quant = view;
   }
 
   MissingKernels missing;
@@ -342,6 +366,10 @@ Status GraphRunner::bind_kernel(uint32_t i, const fb::KernelCall& call, const Ke
     key.dtypes[k] = v < 0 ? ScalarType::Invalid : values_[v].dtype;
   }
   if (b.input_count > 0 && args_[b.arg_begin] >= 0) key.dim_order = values_[args_[b.arg_begin]].dim_order;
+  for (uint32_t k = 0; k < b.input_count && key.quant == QuantLayout::None; ++k) {
+    const int32_t v = args_[b.arg_begin + k];
+    if (v >= 0 && values_[v].quant != nullptr) key.quant = values_[v].quant->layout;
+  }
   b.kernel = kernels ? kernels->find(key) : nullptr;
   if (b.kernel == nullptr) missing->add(key, i);
   return Status::ok();

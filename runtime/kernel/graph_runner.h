@@ -77,6 +77,7 @@ class GraphRunner {
   const fb::DebugInfo* debug_ = nullptr;
   TensorView* values_ = nullptr;
   uint64_t* capacity_ = nullptr;   // planned bytes per value (at max dims)
+  QuantView* quant_views_ = nullptr;  // one per quantized value, pointed to by its TensorView
   int64_t* symbols_ = nullptr;     // current value per symbol
   Bound* instructions_ = nullptr;
   int32_t* args_ = nullptr;

@@ -6,6 +6,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "runtime/core/quant.h"
 #include "runtime/core/span.h"
 #include "runtime/core/tensor_view.h"
 #include "runtime/kernel/op.h"
@@ -13,16 +14,6 @@
 namespace ember {
 
 class ThreadPool;
-
-// Weight quantization layout class in a key (DESIGN §4); None for unquantized tensors.
-enum class QuantLayout : uint8_t {
-  None = 0,
-  PerTensor = 1,
-  PerChannel = 2,
-  Block2d = 3,    // e.g. 128x128
-  Mx = 4,         // E8M0 per 32 along K
-  Nvfp4 = 5,      // UE4M3 per 16 along K + f32 global
-};
 
 constexpr int kMaxKernelArgs = 16;  // inputs + outputs (Concat takes up to 15 inputs)
 
@@ -32,7 +23,7 @@ struct KernelKey {
   uint8_t arg_count = 0;             // inputs then outputs; absent optional inputs are Invalid
   ScalarType dtypes[kMaxKernelArgs] = {};
   DimOrder dim_order = DimOrder::Contiguous;
-  QuantLayout quant = QuantLayout::None;
+  QuantLayout quant = QuantLayout::None;  // of the first quantized input (the weight); None otherwise
 
   bool operator==(const KernelKey& other) const;
 };

@@ -15,18 +15,6 @@ bool KernelKey::operator==(const KernelKey& other) const {
   return true;
 }
 
-static const char* to_string(QuantLayout quant) {
-  switch (quant) {
-    case QuantLayout::None: return "";
-    case QuantLayout::PerTensor: return " per-tensor";
-    case QuantLayout::PerChannel: return " per-channel";
-    case QuantLayout::Block2d: return " block";
-    case QuantLayout::Mx: return " mx";
-    case QuantLayout::Nvfp4: return " nvfp4";
-  }
-  return " ?";
-}
-
 const char* format_key(const KernelKey& key, char* out, size_t out_size) {
   if (out_size == 0) return out;
   size_t used = 0;
@@ -41,7 +29,10 @@ const char* format_key(const KernelKey& key, char* out, size_t out_size) {
   for (int i = 0; i < key.arg_count && i < kMaxKernelArgs; ++i) {
     if (i) append(", ");
     append(key.dtypes[i] == ScalarType::Invalid ? "-" : to_string(key.dtypes[i]));
-    if (i == 1 && key.quant != QuantLayout::None) append(to_string(key.quant));
+    if (i == 1 && key.quant != QuantLayout::None) {
+      append(" ");
+      append(to_string(key.quant));
+    }
   }
   append(")");
   if (key.dim_order == DimOrder::ChannelsLast) append(" channels-last");

@@ -35,7 +35,8 @@ enum Feature : uint64_t {
   kFeatureState = uint64_t{1} << 4,
   kFeatureControlFlow = uint64_t{1} << 5,
 };
-constexpr uint64_t kSupportedFeatures = kFeatureState | kFeatureControlFlow;
+constexpr uint64_t kSupportedFeatures =
+    kFeatureFp8 | kFeatureNvfp4 | kFeatureMxfp8 | kFeatureState | kFeatureControlFlow;
 // "fp8", ... for one bit; "unknown" otherwise.
 const char* feature_name(uint64_t bit);
 

@@ -2,6 +2,7 @@
 
 #include <cstring>
 
+#include "runtime/core/quant.h"
 
 namespace ember {
 namespace {
@@ -181,13 +182,46 @@ class GraphValidator {
       }
     }
     EMBER_RETURN_IF_ERROR(check_storage(v, *t, nbytes));
-    if (t->quant() != nullptr) {
-      // Until quantized kernels exist (and bind by QuantLayout), a kernel would read the raw codes
-      // as plain numbers: refuse instead of computing garbage.
+    if (t->quant() != nullptr) EMBER_RETURN_IF_ERROR(check_quant(v, *t));
+    return Status::ok();
+  }
+
+  // A quantized weight (runtime/core/quant.h): a constant 2-D tensor with static dims whose scale
+  // (and NVFP4 global scale) are constants of the stated dtype and shape, in a supported layout.
+  Status check_quant(uint32_t v, const fb::Tensor& t) {
+    const fb::QuantInfo& q = *t.quant();
+    const ScalarType dtype = static_cast<ScalarType>(t.dtype());
+    const ScalarType scale_dtype = static_cast<ScalarType>(q.scale_dtype());
+    if (size_of(t.dims()) != 2) return fail_value(v, "quantized tensor has rank %u; only 2-D weights [N, K] are", size_of(t.dims()));
+    if (t.storage_type() != fb::Storage::ConstantStorage) return fail_value(v, "quantized tensor is not a constant");
+    const int64_t n = t.dims()->Get(0)->max(), k = t.dims()->Get(1)->max();
+    if (t.dims()->Get(0)->sym() != 0 || t.dims()->Get(1)->sym() != 0) return fail_value(v, "quantized tensor has symbolic dims");
+    const int64_t bn = q.block()->Get(0), bk = q.block()->Get(1);
+    const QuantLayout layout = classify_quant(dtype, scale_dtype, n, k, bn, bk, q.global_scale() >= 0);
+    if (layout == QuantLayout::None) {
       if (ctx_ && !ctx_->has_error()) ctx_->value = static_cast<int32_t>(v);
       return EMBER_FAIL(ctx_, Error::NotSupported,
-                        "method '%s' value %u: quantized tensors are not supported by this runtime version",
-                        method_.name()->c_str(), v);
+                        "method '%s' value %u: quantization %s data, %s scales, block [%lld, %lld]%s is not a supported "
+                        "layout", method_.name()->c_str(), v, to_string(dtype), to_string(scale_dtype),
+                        static_cast<long long>(bn), static_cast<long long>(bk),
+                        q.global_scale() >= 0 ? " with a global scale" : "");
+    }
+    const fb::Tensor& s = *graph_.values()->Get(q.scale());
+    const int64_t rows = (n + bn - 1) / bn, cols = (k + bk - 1) / bk;
+    if (q.scale() == v || s.quant() != nullptr || s.storage_type() != fb::Storage::ConstantStorage ||
+        static_cast<ScalarType>(s.dtype()) != scale_dtype || size_of(s.dims()) != 2 || s.dims()->Get(0)->max() != rows ||
+        s.dims()->Get(1)->max() != cols) {
+      return fail_value(v, "quant scale value %u must be a constant %s [%lld, %lld]", q.scale(), to_string(scale_dtype),
+                        static_cast<long long>(rows), static_cast<long long>(cols));
+    }
+    if (q.global_scale() >= 0) {
+      const fb::Tensor& g = *graph_.values()->Get(static_cast<uint32_t>(q.global_scale()));
+      uint64_t numel = 1;
+      for (uint32_t d = 0; d < size_of(g.dims()); ++d) numel *= static_cast<uint64_t>(g.dims()->Get(d)->max());
+      if (g.storage_type() != fb::Storage::ConstantStorage || static_cast<ScalarType>(g.dtype()) != ScalarType::F32 ||
+          numel != 1 || g.quant() != nullptr) {
+        return fail_value(v, "quant global scale value %d must be a constant f32 scalar", q.global_scale());
+      }
     }
     return Status::ok();
   }
@@ -311,7 +345,16 @@ class GraphValidator {
       }
       case fb::Attributes::LinearAttrs: {
         const auto q = call.attrs_as_LinearAttrs()->activation_quant();
-        if (q != fb::ActivationQuant::None) return fail_instruction(i, "linear activation quant %u not supported", static_cast<unsigned>(q));
+        if (q == fb::ActivationQuant::None) return Status::ok();
+        if (q != fb::ActivationQuant::Fp8PerToken) return fail_instruction(i, "invalid linear activation quant %u", static_cast<unsigned>(q));
+        // W8A8: the weight is FP8 with one scale per tensor or per output channel.
+        const int32_t w = size_of(call.inputs()) > 1 ? call.inputs()->Get(1) : -1;
+        const fb::Tensor* t = w >= 0 && static_cast<uint32_t>(w) < value_count_ ? graph_.values()->Get(static_cast<uint32_t>(w)) : nullptr;
+        const fb::QuantInfo* wq = t != nullptr ? t->quant() : nullptr;
+        const bool ok = wq != nullptr && size_of(t->dims()) == 2 && size_of(wq->block()) == 2 && wq->global_scale() < 0 &&
+                        static_cast<ScalarType>(wq->scale_dtype()) == ScalarType::F32 &&
+                        static_cast<ScalarType>(t->dtype()) == ScalarType::F8E4M3FN && wq->block()->Get(1) >= t->dims()->Get(1)->max();
+        if (!ok) return fail_instruction(i, "linear with FP8 per-token activations needs an f8_e4m3fn weight with per-tensor or per-channel f32 scales");
         return Status::ok();
       }
       case fb::Attributes::Conv2dAttrs: {

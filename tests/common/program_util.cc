@@ -41,18 +41,6 @@ Runtime::Runtime(const RuntimeOptions& options)
 
 namespace {
 
-const char* quant_name(QuantLayout q) {
-  switch (q) {
-    case QuantLayout::None: return "none";
-    case QuantLayout::PerTensor: return "per_tensor";
-    case QuantLayout::PerChannel: return "per_channel";
-    case QuantLayout::Block2d: return "block2d";
-    case QuantLayout::Mx: return "mx";
-    case QuantLayout::Nvfp4: return "nvfp4";
-  }
-  return "none";
-}
-
 std::string dtypes_json(const KernelKey& key) {
   std::string s = "[";
   for (int i = 0; i < key.arg_count; ++i) {
@@ -73,7 +61,7 @@ std::string manifest_json() {
     const KernelRegistry::Entry& e = registry->entry(i);
     out << (i ? ",\n" : "") << "{\"op\": \"" << to_string(e.key.op) << "\", \"dtypes\": " << dtypes_json(e.key)
         << ", \"dim_order\": \"" << (e.key.dim_order == DimOrder::ChannelsLast ? "channels_last" : "contiguous")
-        << "\", \"quant\": \"" << quant_name(e.key.quant) << "\", \"library\": \"" << e.library << "\"}";
+        << "\", \"quant\": \"" << to_string(e.key.quant) << "\", \"library\": \"" << e.library << "\"}";
   }
   out << "],\n\"backends\": [{\"id\": \"" << backends::null_backend::kBackendId << "\", \"ops\": [\n";
   bool first = true;
@@ -98,10 +86,12 @@ const exporter::CapabilityManifest& builtin_manifest() {
   return manifest;
 }
 
-exporter::ExportResult export_program(exporter::Graph graph, const std::vector<std::string>& backends) {
+exporter::ExportResult export_program(exporter::Graph graph, const std::vector<std::string>& backends,
+                                      const std::optional<exporter::QuantizeOptions>& quantize) {
   exporter::ExportOptions options;
   options.manifest = &builtin_manifest();
   options.backends = backends;
+  options.quantize = quantize;
   exporter::ExportResult result = exporter::export_graph(std::move(graph), options);
   // Every program the tests export also passes the independent memory-plan checker.
   for (const std::string& violation : exporter::check_overlaps(result.program.bytes)) {
@@ -121,6 +111,12 @@ const exporter::ExportResult& example(const std::string& name) {
     r = std::make_unique<exporter::ExportResult>(export_program(exporter::build_mlp_example(1)));
   } else if (name == "cnn") {
     r = std::make_unique<exporter::ExportResult>(export_program(exporter::build_cnn_example(1)));
+  } else if (name == "mlp_fp8" || name == "mlp_fp8_dynamic" || name == "mlp_nvfp4") {
+    exporter::QuantizeOptions q;
+    q.preset = name == "mlp_fp8" ? exporter::QuantPreset::Fp8
+               : name == "mlp_nvfp4" ? exporter::QuantPreset::Nvfp4 : exporter::QuantPreset::Fp8Dynamic;
+    q.min_size = 1;
+    r = std::make_unique<exporter::ExportResult>(export_program(exporter::build_mlp_example(1), {"portable"}, q));
   } else if (name == "cnn_null") {
     r = std::make_unique<exporter::ExportResult>(export_program(exporter::build_cnn_example(1), {"null", "portable"}));
   } else {

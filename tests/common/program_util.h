@@ -70,9 +70,11 @@ class Runtime {
 const exporter::CapabilityManifest& builtin_manifest();
 
 // Exports `graph` (backends in priority order; {"null", "portable"} delegates what null supports).
-exporter::ExportResult export_program(exporter::Graph graph, const std::vector<std::string>& backends = {"portable"});
+exporter::ExportResult export_program(exporter::Graph graph, const std::vector<std::string>& backends = {"portable"},
+                                      const std::optional<exporter::QuantizeOptions>& quantize = std::nullopt);
 
-// The bundled examples: "mlp", "cnn" (portable), "cnn_null" (cnn with a GRAPH delegate for "null").
+// The bundled examples: "mlp", "cnn" (portable), "cnn_null" (cnn with a GRAPH delegate for "null"),
+// "mlp_fp8", "mlp_fp8_dynamic", "mlp_nvfp4" (mlp with every linear quantized by that preset).
 const exporter::ExportResult& example(const std::string& name);
 
 // A program in memory: a 64-aligned copy of the bytes, a BufferDataLoader and the loaded Program.

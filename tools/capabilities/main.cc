@@ -10,18 +10,6 @@
 
 namespace {
 
-const char* quant_name(ember::QuantLayout q) {
-  switch (q) {
-    case ember::QuantLayout::None: return "none";
-    case ember::QuantLayout::PerTensor: return "per_tensor";
-    case ember::QuantLayout::PerChannel: return "per_channel";
-    case ember::QuantLayout::Block2d: return "block2d";
-    case ember::QuantLayout::Mx: return "mx";
-    case ember::QuantLayout::Nvfp4: return "nvfp4";
-  }
-  return "none";
-}
-
 void write_dtypes(FILE* out, const ember::KernelKey& key) {
   std::fputs("[", out);
   for (int i = 0; i < key.arg_count; ++i) {
@@ -55,7 +43,7 @@ int main(int argc, char** argv) {
     write_dtypes(out, e.key);
     std::fprintf(out, ", \"dim_order\": \"%s\", \"quant\": \"%s\", \"library\": \"%s\"}%s\n",
                  e.key.dim_order == ember::DimOrder::ChannelsLast ? "channels_last" : "contiguous",
-                 quant_name(e.key.quant), e.library, i + 1 < registry.size() ? "," : "");
+                 ember::to_string(e.key.quant), e.library, i + 1 < registry.size() ? "," : "");
   }
   // Backends: the ops each advertises, with every dtype signature the portable kernels have for them
   // (the null backend runs on those kernels).

@@ -402,19 +402,71 @@ TEST_F(ErrorPathTest, EndlessJumpLoopStopsWithCancelled) {
 }
 
 // Quantized tensors are refused until quantized kernels bind by their layout.
-TEST_F(ErrorPathTest, QuantizedTensorIsNotSupported) {
-  const std::vector<uint8_t> file = testing::mutate_program(Example("mlp"), [](fb::ProgramT& p) {
-    fb::GraphT& g = MethodGraph(p);
-    fb::TensorT* w = FirstWithStorage(g, fb::Storage::ConstantStorage);
-    w->quant = std::make_unique<fb::QuantInfoT>();
-    w->quant->scale = 0;
-    w->quant->scale_dtype = fb::ScalarType::F32;
-    w->quant->scale_layout = fb::ScaleLayout::RowMajor;
-    for (const auto& d : w->dims) w->quant->block.push_back(d.max());
-  });
-  const Outcome o = LoadAndRun(file, rt_.context);
-  EXPECT_EQ(o.code, Error::NotSupported) << o.message;
-  EXPECT_NE(o.message.find("quantized"), std::string::npos) << o.message;
+fb::TensorT* FirstQuantized(fb::GraphT& g) {
+  for (auto& v : g.values) {
+    if (v->quant) return v.get();
+  }
+  return nullptr;
+}
+
+// Quantized weights whose QuantInfo lies: the validator names the value and the rule.
+TEST_F(ErrorPathTest, InconsistentQuantInfoIsRejected) {
+  using P = fb::ProgramT;
+  struct Case {
+    const char* name;
+    const char* example;
+    std::function<void(P&)> edit;
+    Error expected;
+    const char* substring;
+  };
+  const std::vector<Case> cases = {
+      {"scale names an activation", "mlp_fp8", [](P& p) {
+         fb::GraphT& g = MethodGraph(p);
+         FirstQuantized(g)->quant->scale = g.inputs[0]->value;
+       }, Error::InvalidProgram, "must be a constant f32"},
+      {"scale of the wrong shape", "mlp_fp8", [](P& p) {
+         fb::GraphT& g = MethodGraph(p);
+         fb::TensorT& s = *g.values[FirstQuantized(g)->quant->scale];
+         s.dims = {fb::Dim(s.dims[0].max() / 2, 0), fb::Dim(2, 0)};  // same bytes, wrong shape
+       }, Error::InvalidProgram, "must be a constant f32 [128, 1]"},
+      {"scale dtype of another format", "mlp_fp8", [](P& p) {
+         FirstQuantized(MethodGraph(p))->quant->scale_dtype = fb::ScalarType::E8M0;
+       }, Error::NotSupported, "f8_e4m3fn data, e8m0 scales, block [1, 64] is not a supported layout"},
+      {"quant info on an activation", "mlp_fp8", [](P& p) {
+         fb::GraphT& g = MethodGraph(p);
+         fb::TensorT* w = FirstQuantized(g);
+         fb::TensorT* act = FirstWithStorage(g, fb::Storage::PlannedStorage);
+         act->quant = std::make_unique<fb::QuantInfoT>(*w->quant);
+       }, Error::InvalidProgram, "quantized tensor"},
+      {"global scale that is not a scalar", "mlp_nvfp4", [](P& p) {
+         fb::TensorT* w = FirstQuantized(MethodGraph(p));
+         w->quant->global_scale = static_cast<int32_t>(w->quant->scale);
+       }, Error::InvalidProgram, "must be a constant f32 scalar"},
+      {"nvfp4 without its global scale", "mlp_nvfp4", [](P& p) {
+         FirstQuantized(MethodGraph(p))->quant->global_scale = -1;
+       }, Error::NotSupported, "is not a supported layout"},
+      {"FP8 activations with an nvfp4 weight", "mlp_nvfp4", [](P& p) {
+         for (auto& ins : MethodGraph(p).instructions) {
+           fb::KernelCallT* call = ins->args.AsKernelCall();
+           if (call != nullptr && call->op == fb::OpCode::Linear) {
+             call->attrs.AsLinearAttrs()->activation_quant = fb::ActivationQuant::Fp8PerToken;
+             return;
+           }
+         }
+       }, Error::InvalidProgram, "needs an f8_e4m3fn weight with per-tensor or per-channel f32 scales"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name);
+    const std::vector<uint8_t> file = testing::mutate_program(Example(c.example), c.edit);
+    const Outcome o = LoadAndRun(file, rt_.context);
+    EXPECT_EQ(o.code, c.expected) << o.message;
+    EXPECT_NE(o.message.find(c.substring), std::string::npos) << o.message;
+  }
+  // Unmutated, each quantized example loads and runs.
+  for (const char* name : {"mlp_fp8", "mlp_fp8_dynamic", "mlp_nvfp4"}) {
+    const Outcome o = LoadAndRun(Example(name), rt_.context);
+    EXPECT_EQ(o.code, Error::Ok) << name << ": " << o.message;
+  }
 }
 
 // Union fields whose tag names a member but whose table is absent: the FlatBuffers verifier accepts

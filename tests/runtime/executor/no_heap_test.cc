@@ -193,7 +193,10 @@ TEST(NoHeapTest, ExecuteAllocatesNothingAfterTheFirstCall) {
   const std::vector<Case> cases = {{"mlp", "mlp", true},
                                    {"cnn", "cnn", true},
                                    {"cnn with the null backend", "cnn_null", true},
-                                   {"cnn with the null delegate on the portable fallback", "cnn_null", false}};
+                                   {"cnn with the null delegate on the portable fallback", "cnn_null", false},
+                                   {"mlp with fp8 weights", "mlp_fp8", true},
+                                   {"mlp with fp8 weights and per-token fp8 activations", "mlp_fp8_dynamic", true},
+                                   {"mlp with nvfp4 weights", "mlp_nvfp4", true}};
   for (const Case& c : cases) {
     SCOPED_TRACE(c.name);
     const exporter::ExportResult& r = testing::example(c.example);

@@ -1,0 +1,66 @@
+// Quantized tensors at run time (DESIGN §4): the layout classes kernels are keyed by, and the view a
+// quantized weight carries to its kernel. The file's QuantInfo (scale value, scale dtype, block per
+// dim, optional global scale) is checked by the validator and turned into a QuantView at bind time.
+//
+// Supported today: 2-D weights [N, K] (row-major, K contiguous, blocks along K):
+//   f8_e4m3fn + f32 scales, block {N, K}          per tensor
+//   f8_e4m3fn + f32 scales, block {1, K}          per channel (row)
+//   f8_e4m3fn + f32 scales, any other block       2-D blocks (128x128: Qwen3-FP8, DeepSeek-V3)
+//   f8_e4m3fn + e8m0 scales, block {1, 32}        MXFP8
+//   f4_e2m1   + ue4m3 scales, block {1, 16}, f32 global scale    NVFP4
+// Scales are decode multipliers stored row-major [ceil(N / bn), ceil(K / bk)]; x ≈ decode(code) ·
+// scale (· global). The numerics are kernels/reference/quantize.h's.
+#pragma once
+
+#include <cstdint>
+
+#include "runtime/core/scalar_type.h"
+
+namespace ember {
+
+enum class QuantLayout : uint8_t {
+  None = 0,
+  PerTensor = 1,
+  PerChannel = 2,
+  Block2d = 3,    // e.g. 128x128
+  Mx = 4,         // E8M0 per 32 along K
+  Nvfp4 = 5,      // UE4M3 per 16 along K + f32 global
+};
+
+constexpr int64_t kMxBlock = 32;
+constexpr int64_t kNvfp4Block = 16;
+
+// "per_tensor", "per_channel", "block2d", "mx", "nvfp4", "none" (the capability manifest's names).
+// Never null.
+const char* to_string(QuantLayout layout);
+
+// The layout class of a quantized 2-D weight [n, k] with blocks [bn, bk], or None when the
+// combination is not one Ember computes with.
+constexpr QuantLayout classify_quant(ScalarType data, ScalarType scale, int64_t n, int64_t k, int64_t bn,
+                                     int64_t bk, bool has_global) {
+  if (data == ScalarType::F8E4M3FN && scale == ScalarType::F32 && !has_global) {
+    if (bn >= n && bk >= k) return QuantLayout::PerTensor;
+    if (bn == 1 && bk >= k) return QuantLayout::PerChannel;
+    return QuantLayout::Block2d;
+  }
+  if (data == ScalarType::F8E4M3FN && scale == ScalarType::E8M0 && !has_global && bn == 1 && bk == kMxBlock &&
+      k % kMxBlock == 0) {
+    return QuantLayout::Mx;
+  }
+  if (data == ScalarType::F4E2M1 && scale == ScalarType::UE4M3 && has_global && bn == 1 && bk == kNvfp4Block &&
+      k % kNvfp4Block == 0) {
+    return QuantLayout::Nvfp4;
+  }
+  return QuantLayout::None;
+}
+
+// What a kernel sees of a quantized weight: TensorView::quant points at one of these.
+struct QuantView {
+  QuantLayout layout = QuantLayout::None;
+  ScalarType scale_dtype = ScalarType::Invalid;
+  const void* scale = nullptr;          // [ceil(n / block[0]), ceil(k / block[1])] row-major
+  int64_t block[2] = {0, 0};            // along n and k
+  const float* global_scale = nullptr;  // NVFP4's f32 decode multiplier; null otherwise
+};
+
+}  // namespace ember
