@@ -1,9 +1,11 @@
 #include "runtime/executor/method.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <new>
 
+#include "runtime/core/thread_pool.h"
 #include "runtime/executor/method_internal.h"
 #include "runtime/executor/program.h"
 #include "runtime/platform/platform.h"
@@ -92,6 +94,17 @@ size_t method_allocator_bytes(const Program& program, const fb::Method& method) 
   return bytes;
 }
 
+size_t method_scratch_bytes(const Program& program, const fb::Method& method) {
+  const RuntimeContext& rt = program.runtime();
+  const size_t threads = rt.pool != nullptr ? rt.pool->thread_count() : 1;
+  const size_t kernels = GraphRunner::scratch_bytes(*method.graph(), rt.kernels, threads);
+  return std::max(static_cast<size_t>(method.scratch_bytes()), kernels);
+}
+
+MethodMeta method_meta(const Program& program, const fb::Method& method) {
+  return MethodMeta(&method, method_allocator_bytes(program, method), method_scratch_bytes(program, method));
+}
+
 }  // namespace internal
 
 Result<Method> Program::load_method(const char* name, MemoryPlan& memory, ErrorContext* ctx) const {
@@ -115,14 +128,15 @@ Result<Method> Program::load_method(const char* name, MemoryPlan& memory, ErrorC
                         arena->alignment());
     }
   }
-  if (memory.scratch.size() < fm->scratch_bytes()) {
-    return EMBER_FAIL(ctx, Error::OutOfMemory, "method '%s' needs %llu scratch bytes, the memory plan gives %zu", name,
-                      static_cast<unsigned long long>(fm->scratch_bytes()), memory.scratch.size());
+  const MethodMeta meta = internal::method_meta(*this, *fm);
+  if (memory.scratch.size() < meta.scratch_bytes()) {
+    return EMBER_FAIL(ctx, Error::OutOfMemory, "method '%s' needs %zu scratch bytes, the memory plan gives %zu", name,
+                      meta.scratch_bytes(), memory.scratch.size());
   }
   Method method;
   method.program_ = this;
   method.method_ = fm;
-  method.meta_ = MethodMeta(fm, internal::method_allocator_bytes(*this, *fm));
+  method.meta_ = meta;
   method.scratch_ = memory.scratch;
   method.pool_ = runtime_.pool;
   method.runner_.set_step_limit(options_.max_steps_per_execute != 0

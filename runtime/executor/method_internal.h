@@ -4,6 +4,7 @@
 #include <cstddef>
 
 #include "runtime/backend/backend.h"
+#include "runtime/executor/method_meta.h"
 #include "runtime/program/graph_view.h"
 
 namespace ember {
@@ -17,6 +18,9 @@ const fb::Method* find_method(const fb::Program& program, const char* name);
 const Backend* choose_backend(const Program& program, const fb::Delegate& delegate);
 
 size_t method_allocator_bytes(const Program& program, const fb::Method& method);
+// MethodMeta::scratch_bytes(): the file's figure or the bound kernels' need, the larger.
+size_t method_scratch_bytes(const Program& program, const fb::Method& method);
+MethodMeta method_meta(const Program& program, const fb::Method& method);
 
 }  // namespace internal
 }  // namespace ember

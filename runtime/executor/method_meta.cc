@@ -41,7 +41,6 @@ Result<ArenaMeta> MethodMeta::arena(size_t i) const {
   meta.size = a->size();
   return meta;
 }
-size_t MethodMeta::scratch_bytes() const { return static_cast<size_t>(method_->scratch_bytes()); }
 size_t MethodMeta::instruction_count() const { return size_of(method_->graph()->instructions()); }
 size_t MethodMeta::delegate_count() const { return size_of(method_->delegates()); }
 const char* MethodMeta::delegate_backend(size_t i) const {

@@ -30,8 +30,8 @@ struct ArenaMeta {
 class MethodMeta {
  public:
   MethodMeta() = default;
-  MethodMeta(const fb::Method* method, size_t method_allocator_bytes)
-      : method_(method), method_allocator_bytes_(method_allocator_bytes) {}
+  MethodMeta(const fb::Method* method, size_t method_allocator_bytes, size_t scratch_bytes)
+      : method_(method), method_allocator_bytes_(method_allocator_bytes), scratch_bytes_(scratch_bytes) {}
 
   const char* name() const;
   size_t input_count() const;
@@ -43,8 +43,9 @@ class MethodMeta {
   Result<ArenaMeta> arena(size_t i) const;
   // Exact bytes Program::load_method takes from the method allocator in this build.
   size_t method_allocator_bytes() const { return method_allocator_bytes_; }
-  // Bytes of scratch the method's kernels need.
-  size_t scratch_bytes() const;
+  // Bytes of MemoryPlan::scratch the method needs in this build with this RuntimeContext's pool:
+  // the file's figure or what the bound kernels ask for at the upper-bound shapes, the larger.
+  size_t scratch_bytes() const { return scratch_bytes_; }
   size_t instruction_count() const;
   size_t delegate_count() const;
   const char* delegate_backend(size_t i) const;  // "" when out of range
@@ -52,6 +53,7 @@ class MethodMeta {
  private:
   const fb::Method* method_ = nullptr;
   size_t method_allocator_bytes_ = 0;
+  size_t scratch_bytes_ = 0;
 };
 
 }  // namespace ember

@@ -232,7 +232,7 @@ uint8_t* Program::state_data(const char* name) const {
 Result<MethodMeta> Program::method_meta(const char* name, ErrorContext* ctx) const {
   const fb::Method* method = internal::find_method(*program_, name);
   if (method == nullptr) return EMBER_FAIL(ctx, Error::NotFound, "no method named '%s' in the program", name);
-  return MethodMeta(method, internal::method_allocator_bytes(*this, *method));
+  return internal::method_meta(*this, *method);
 }
 
 }  // namespace ember

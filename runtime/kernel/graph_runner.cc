@@ -198,6 +198,51 @@ size_t GraphRunner::memory_bytes(const fb::Graph& graph) {
          align16(quantized_values(graph) * sizeof(QuantView));
 }
 
+size_t GraphRunner::scratch_bytes(const fb::Graph& graph, const KernelRegistry* kernels, size_t threads) {
+  if (kernels == nullptr) return 0;
+  size_t most = 0;
+  auto view_of = [&](int32_t v) {
+    TensorView view;
+    if (v < 0) return view;
+    const fb::Tensor& t = *graph.values()->Get(static_cast<uint32_t>(v));
+    tensor_shape(t, &view);
+    return view;
+  };
+  for (uint32_t i = 0; i < size_of(graph.instructions()); ++i) {
+    const fb::Instruction& ins = *graph.instructions()->Get(i);
+    if (ins.args_type() != fb::InstructionArgs::KernelCall) continue;
+    const fb::KernelCall& call = *ins.args_as_KernelCall();
+    const uint32_t n_in = size_of(call.inputs()), n_out = size_of(call.outputs());
+    if (n_in + n_out > static_cast<uint32_t>(kMaxKernelArgs)) continue;  // bind() reports it
+    TensorView in[kMaxKernelArgs], out[kMaxKernelArgs];
+    KernelKey key;
+    key.op = static_cast<OpCode>(call.op());
+    key.arg_count = static_cast<uint8_t>(n_in + n_out);
+    for (uint32_t k = 0; k < n_in; ++k) {
+      const int32_t v = call.inputs()->Get(k);
+      in[k] = view_of(v);
+      key.dtypes[k] = in[k].dtype;
+      const fb::QuantInfo* q = v >= 0 ? graph.values()->Get(static_cast<uint32_t>(v))->quant() : nullptr;
+      if (q != nullptr && key.quant == QuantLayout::None && in[k].rank == 2 && size_of(q->block()) == 2) {
+        key.quant = classify_quant(in[k].dtype, static_cast<ScalarType>(q->scale_dtype()), in[k].dims[0], in[k].dims[1],
+                                   q->block()->Get(0), q->block()->Get(1), q->global_scale() >= 0);
+      }
+    }
+    for (uint32_t k = 0; k < n_out; ++k) {
+      out[k] = view_of(static_cast<int32_t>(call.outputs()->Get(k)));
+      key.dtypes[n_in + k] = out[k].dtype;
+    }
+    if (n_in > 0) key.dim_order = in[0].dim_order;
+    const KernelRegistry::Entry* entry = kernels->find(key);
+    if (entry == nullptr || entry->scratch == nullptr) continue;
+    OpAttrs attrs;
+    decode_attrs(call, &attrs);
+    const size_t need = entry->scratch(attrs, in, n_in, out, n_out, threads);
+    if (need > most) most = need;
+  }
+  return most;
+}
+
 const char* GraphRunner::node_name(uint32_t instruction) const {
   const uint32_t id = graph_.graph().instructions()->Get(instruction)->debug_id();
   if (debug_ == nullptr || id == 0 || id > size_of(debug_->nodes())) return "";

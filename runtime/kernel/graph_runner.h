@@ -31,6 +31,9 @@ class GraphRunner {
 
   // Exact bytes bind() takes from its allocator for `graph` (used by MethodMeta).
   static size_t memory_bytes(const fb::Graph& graph);
+  // Scratch the graph's kernels need at the upper-bound shapes with `threads` workers: the largest
+  // ScratchFn result over its kernel instructions (0 without kernels or scratch functions).
+  static size_t scratch_bytes(const fb::Graph& graph, const KernelRegistry* kernels, size_t threads);
 
   // Binds values and kernels. All missing kernels are reported at once (KernelMissing); output
   // shapes are checked against the declared dims with every symbol at its max (InvalidProgram).

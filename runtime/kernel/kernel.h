@@ -42,4 +42,10 @@ struct KernelContext {
 using KernelFn = void (*)(KernelContext& ctx, const OpAttrs& attrs, const TensorView* inputs,
                           size_t input_count, TensorView* outputs, size_t output_count);
 
+// Bytes of KernelContext::scratch a kernel needs for these shapes (the upper bounds at load) when
+// `threads` workers run it. Registered beside the KernelFn; MethodMeta::scratch_bytes() is the
+// largest over a method's instructions. Views carry dtype and dims only (data is null).
+using ScratchFn = size_t (*)(const OpAttrs& attrs, const TensorView* inputs, size_t input_count,
+                             const TensorView* outputs, size_t output_count, size_t threads);
+
 }  // namespace ember

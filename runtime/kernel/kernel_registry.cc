@@ -39,17 +39,17 @@ const char* format_key(const KernelKey& key, char* out, size_t out_size) {
   return out;
 }
 
-Status KernelRegistry::add(const KernelKey& key, KernelFn fn, const char* library) {
+Status KernelRegistry::add(const KernelKey& key, KernelFn fn, const char* library, ScratchFn scratch) {
   if (fn == nullptr) return EMBER_ERROR(Error::InvalidArgument, "null kernel function");
   if (find(key) != nullptr) return EMBER_ERROR(Error::InvalidArgument, "kernel key already registered");
   if (size_ == kCapacity) return EMBER_ERROR(Error::OutOfMemory, "kernel registry full");
-  entries_[size_++] = Entry{key, fn, library};
+  entries_[size_++] = Entry{key, fn, library, scratch};
   return Status::ok();
 }
 
-Status KernelRegistry::add_if_absent(const KernelKey& key, KernelFn fn, const char* library) {
+Status KernelRegistry::add_if_absent(const KernelKey& key, KernelFn fn, const char* library, ScratchFn scratch) {
   if (find(key) != nullptr) return Status::ok();
-  return add(key, fn, library);
+  return add(key, fn, library, scratch);
 }
 
 const KernelRegistry::Entry* KernelRegistry::find(const KernelKey& key) const {

@@ -17,12 +17,13 @@ class KernelRegistry {
     KernelKey key;
     KernelFn fn;
     const char* library;  // "cpu", "reference", ...: shown by runner --info
+    ScratchFn scratch;    // null: the kernel uses no KernelContext::scratch
   };
 
   // InvalidArgument if the key is already present; OutOfMemory when full.
-  Status add(const KernelKey& key, KernelFn fn, const char* library);
+  Status add(const KernelKey& key, KernelFn fn, const char* library, ScratchFn scratch = nullptr);
   // Adds unless the key is present (for a fallback library registered after a faster one).
-  Status add_if_absent(const KernelKey& key, KernelFn fn, const char* library);
+  Status add_if_absent(const KernelKey& key, KernelFn fn, const char* library, ScratchFn scratch = nullptr);
   const Entry* find(const KernelKey& key) const;
   size_t size() const { return size_; }
   const Entry& entry(size_t i) const { return entries_[i]; }
