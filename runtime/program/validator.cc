@@ -353,7 +353,8 @@ class GraphValidator {
         const fb::QuantInfo* wq = t != nullptr ? t->quant() : nullptr;
         const bool ok = wq != nullptr && size_of(t->dims()) == 2 && size_of(wq->block()) == 2 && wq->global_scale() < 0 &&
                         static_cast<ScalarType>(wq->scale_dtype()) == ScalarType::F32 &&
-                        static_cast<ScalarType>(t->dtype()) == ScalarType::F8E4M3FN && wq->block()->Get(1) >= t->dims()->Get(1)->max();
+                        static_cast<ScalarType>(t->dtype()) == ScalarType::F8E4M3FN && wq->block()->Get(1) >= t->dims()->Get(1)->max() &&
+                        (wq->block()->Get(0) == 1 || wq->block()->Get(0) >= t->dims()->Get(0)->max());
         if (!ok) return fail_instruction(i, "linear with FP8 per-token activations needs an f8_e4m3fn weight with per-tensor or per-channel f32 scales");
         return Status::ok();
       }

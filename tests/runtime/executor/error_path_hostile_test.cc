@@ -454,6 +454,14 @@ TEST_F(ErrorPathTest, InconsistentQuantInfoIsRejected) {
            }
          }
        }, Error::InvalidProgram, "needs an f8_e4m3fn weight with per-tensor or per-channel f32 scales"},
+      {"FP8 activations with a 2-D block weight", "mlp_fp8_dynamic", [](P& p) {
+         fb::GraphT& g = MethodGraph(p);
+         fb::TensorT* w = FirstQuantized(g);
+         w->quant->block[0] = 2;  // [128, 64] weight, scale [64, 1]: still consistent, not per channel
+         fb::TensorT& s = *g.values[w->quant->scale];
+         s.dims = {fb::Dim(64, 0), fb::Dim(1, 0)};
+         s.nbytes = 64 * 4;
+       }, Error::InvalidProgram, "needs an f8_e4m3fn weight with per-tensor or per-channel f32 scales"},
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(c.name);
