@@ -1,5 +1,6 @@
 #include "runtime/program/validator.h"
 
+#include <cstdint>
 #include <cstring>
 
 #include "runtime/core/quant.h"
@@ -8,6 +9,14 @@ namespace ember {
 namespace {
 
 constexpr uint32_t kNoIndex = 0xFFFFFFFFu;
+
+// The FlatBuffers verifier (2.0.8) checks a vector's length field for 4-byte alignment only, not its
+// elements: a hostile file can place [long] or [Dim] vectors 4 bytes off, and reading them would be
+// a misaligned access. Every 8-byte-element vector is checked here before it is read.
+template <typename V>
+bool aligned8(const V* v) {
+  return v == nullptr || reinterpret_cast<uintptr_t>(v->Data()) % 8 == 0;
+}
 
 struct Where {
   const char* method;
@@ -140,6 +149,9 @@ class GraphValidator {
     if (!is_valid(dtype)) return fail_value(v, "invalid dtype %u", static_cast<unsigned>(t->dtype()));
     const uint32_t rank = size_of(t->dims());
     if (rank > static_cast<uint32_t>(kMaxRank)) return fail_value(v, "rank %u > %d", rank, kMaxRank);
+    if (!aligned8(t->dims()) || (t->quant() != nullptr && !aligned8(t->quant()->block()))) {
+      return fail_value(v, "dims or quant block vector is not 8-byte aligned");
+    }
     if (t->dim_order() != fb::DimOrder::Contiguous && t->dim_order() != fb::DimOrder::ChannelsLast) {
       return fail_value(v, "invalid dim_order %u", static_cast<unsigned>(t->dim_order()));
     }
@@ -376,6 +388,7 @@ class GraphValidator {
       case fb::Attributes::ReshapeAttrs: {
         const auto* dims = call.attrs_as_ReshapeAttrs()->dims();
         if (size_of(dims) > static_cast<uint32_t>(kMaxRank)) return fail_instruction(i, "reshape to rank > %d", kMaxRank);
+        if (!aligned8(dims)) return fail_instruction(i, "reshape dims vector is not 8-byte aligned");
         for (uint32_t d = 0; d < size_of(dims); ++d) {
           if (dims->Get(d)->sym() > symbol_count_) return fail_instruction(i, "reshape names symbol %u of %u", dims->Get(d)->sym(), symbol_count_);
         }
@@ -388,6 +401,7 @@ class GraphValidator {
         return Status::ok();
       case fb::Attributes::PadAttrs: {
         const fb::PadAttrs* a = call.attrs_as_PadAttrs();
+        if (!aligned8(a->pads())) return fail_instruction(i, "pad pads vector is not 8-byte aligned");
         if (size_of(a->pads()) > 2u * kMaxRank || size_of(a->pads()) % 2 != 0) {
           return fail_instruction(i, "pad has %u pads (an even count up to %d)", size_of(a->pads()), 2 * kMaxRank);
         }
@@ -406,6 +420,9 @@ class GraphValidator {
         return Status::ok();
       case fb::Attributes::SliceAttrs: {
         const fb::SliceAttrs* a = call.attrs_as_SliceAttrs();
+        if (!aligned8(a->starts()) || !aligned8(a->ends()) || !aligned8(a->steps())) {
+          return fail_instruction(i, "slice starts/ends/steps vector is not 8-byte aligned");
+        }
         const uint32_t n = size_of(a->axes());
         if (n > static_cast<uint32_t>(kMaxRank) || size_of(a->starts()) != n || size_of(a->ends()) != n || size_of(a->steps()) != n) {
           return fail_instruction(i, "slice axes/starts/ends/steps lengths differ or exceed %d", kMaxRank);
@@ -590,7 +607,8 @@ Status validate_program(const fb::Program& program, const FileHeader& header, Sp
   }
   for (uint32_t s = 0; s < size_of(program.states()); ++s) {
     const fb::StateDecl* decl = program.states()->Get(s);
-    if (!is_valid(static_cast<ScalarType>(decl->dtype())) || size_of(decl->dims()) > static_cast<uint32_t>(kMaxRank)) {
+    if (!is_valid(static_cast<ScalarType>(decl->dtype())) || size_of(decl->dims()) > static_cast<uint32_t>(kMaxRank) ||
+        !aligned8(decl->dims())) {
       return EMBER_FAIL(ctx, Error::InvalidProgram, "state '%s' has an invalid dtype or rank", decl->name()->c_str());
     }
     for (uint32_t d = 0; d < size_of(decl->dims()); ++d) {
@@ -640,6 +658,11 @@ Status validate_program(const fb::Program& program, const FileHeader& header, Sp
       if (del->format() == fb::DelegateFormat::Graph) {
         if (del->payload() == nullptr || del->payload_nested_root() == nullptr) {
           return EMBER_FAIL(ctx, Error::InvalidProgram, "method '%s' delegate %u has no GRAPH payload", method->name()->c_str(), d);
+        }
+        // The nested buffer was verified relative to its own start: it must itself be 8-aligned.
+        if (reinterpret_cast<uintptr_t>(del->payload()->Data()) % 8 != 0) {
+          return EMBER_FAIL(ctx, Error::InvalidProgram, "method '%s' delegate %u: GRAPH payload is not 8-byte aligned",
+                            method->name()->c_str(), d);
         }
         EMBER_RETURN_IF_ERROR(GraphValidator(program, *method, *del->payload_nested_root(), segments, true, d, ctx).run());
       } else if (del->format() == fb::DelegateFormat::Opaque) {

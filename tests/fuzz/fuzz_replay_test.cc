@@ -41,6 +41,26 @@ TEST(FuzzReplayTest, SeedsLoadAndExecuteUnderEveryControlByte) {
   }
 }
 
+// Inputs libFuzzer once crashed on (control byte + file), kept in tests/fuzz/regressions/. Each must
+// be refused at load; under the sanitizer build a regression is a sanitizer report.
+//   misaligned_dims_vector.bin: a Tensor.dims vector ([Dim], 8-byte structs) 4 bytes off, which the
+//   FlatBuffers verifier accepts (it checks vector length fields only); the validator now refuses it.
+TEST(FuzzReplayTest, RegressionInputsAreRefused) {
+  for (const char* name : {"misaligned_dims_vector.bin"}) {
+    const std::string path = std::string(EMBER_FUZZ_REGRESSIONS_DIR) + "/" + name;
+    FILE* f = std::fopen(path.c_str(), "rb");
+    ASSERT_NE(f, nullptr) << path;
+    std::vector<uint8_t> input;
+    uint8_t buf[4096];
+    for (size_t n; (n = std::fread(buf, 1, sizeof(buf), f)) > 0;) input.insert(input.end(), buf, buf + n);
+    std::fclose(f);
+    ASSERT_GT(input.size(), 64u);
+    const fuzz::Stats before = fuzz::stats();
+    RunOne(input);
+    EXPECT_EQ(fuzz::stats().loaded, before.loaded) << name << " loaded";
+  }
+}
+
 std::vector<uint8_t> Mutate(const std::vector<uint8_t>& base, const std::vector<uint8_t>& other, std::mt19937_64& rng) {
   std::vector<uint8_t> f = base;
   const FileHeader h = testing::header_of(base);
