@@ -18,6 +18,7 @@
 #include <cstdint>
 
 #include "kernels/cpu/hwy_util-inl.h"
+#include "kernels/cpu/linear_tile-inl.h"
 
 #ifndef EMBER_KERNELS_CPU_GEMM_PLAN_
 #define EMBER_KERNELS_CPU_GEMM_PLAN_
@@ -137,72 +138,8 @@ void MatmulTile(const float* a, int64_t lda, const float* b, int64_t ldb, float*
 }
 
 // ---------------------------------------------------------------- linear: C = x w^T + bias
+// LinearMicro / LinearTile: linear_tile-inl.h (shared with quantized_linear.cc).
 
-template <int kRows, int kCols>
-HWY_INLINE void LinearMicro(const float* HWY_RESTRICT x, int64_t ldx, const float* HWY_RESTRICT w,
-                            int64_t ldw, const float* bias, float* HWY_RESTRICT c, int64_t ldc,
-                            int64_t k_count) {
-  const hn::ScalableTag<float> d;
-  using V = hn::Vec<decltype(d)>;
-  const size_t lanes = hn::Lanes(d);
-  V acc[kRows][kCols];
-  for (int r = 0; r < kRows; ++r)
-    for (int q = 0; q < kCols; ++q) acc[r][q] = hn::Zero(d);
-  size_t k = 0;
-  const size_t kn = static_cast<size_t>(k_count);
-  for (; k + lanes <= kn; k += lanes) {
-    V wv[kCols];
-    for (int q = 0; q < kCols; ++q) wv[q] = hn::LoadU(d, w + q * ldw + k);
-    for (int r = 0; r < kRows; ++r) {
-      const V xv = hn::LoadU(d, x + r * ldx + k);
-      for (int q = 0; q < kCols; ++q) acc[r][q] = hn::MulAdd(xv, wv[q], acc[r][q]);
-    }
-  }
-  if (k < kn) {
-    V wv[kCols];
-    for (int q = 0; q < kCols; ++q) wv[q] = LoadTail(d, w + q * ldw + k, kn - k);
-    for (int r = 0; r < kRows; ++r) {
-      const V xv = LoadTail(d, x + r * ldx + k, kn - k);
-      for (int q = 0; q < kCols; ++q) acc[r][q] = hn::MulAdd(xv, wv[q], acc[r][q]);
-    }
-  }
-  for (int r = 0; r < kRows; ++r) {
-    for (int q = 0; q < kCols; ++q) {
-      float v = hn::GetLane(hn::SumOfLanes(d, acc[r][q]));
-      if (bias != nullptr) v += bias[q];
-      c[r * ldc + q] = v;
-    }
-  }
-}
-
-void LinearTile(const float* x, int64_t ldx, const float* w, int64_t ldw, const float* bias,
-                float* c, int64_t ldc, int64_t k_count, int64_t m_begin, int64_t m_end,
-                int64_t n_begin, int64_t n_end) {
-  constexpr int kR = 4, kC = 4;
-  int64_t j = n_begin;
-  for (; j + kC <= n_end; j += kC) {
-    const float* wj = w + j * ldw;
-    const float* bj = bias != nullptr ? bias + j : nullptr;
-    int64_t i = m_begin;
-    for (; i + kR <= m_end; i += kR) {
-      LinearMicro<kR, kC>(x + i * ldx, ldx, wj, ldw, bj, c + i * ldc + j, ldc, k_count);
-    }
-    for (; i < m_end; ++i) {
-      LinearMicro<1, kC>(x + i * ldx, ldx, wj, ldw, bj, c + i * ldc + j, ldc, k_count);
-    }
-  }
-  for (; j < n_end; ++j) {
-    const float* wj = w + j * ldw;
-    const float* bj = bias != nullptr ? bias + j : nullptr;
-    int64_t i = m_begin;
-    for (; i + kR <= m_end; i += kR) {
-      LinearMicro<kR, 1>(x + i * ldx, ldx, wj, ldw, bj, c + i * ldc + j, ldc, k_count);
-    }
-    for (; i < m_end; ++i) {
-      LinearMicro<1, 1>(x + i * ldx, ldx, wj, ldw, bj, c + i * ldc + j, ldc, k_count);
-    }
-  }
-}
 
 // ---------------------------------------------------------------- units
 

@@ -30,6 +30,11 @@ EMBER_CPU_KERNEL(tanh);
 // f32 GEMMs (gemm.cc).
 EMBER_CPU_KERNEL(matmul);
 EMBER_CPU_KERNEL(linear);
+// linear with a quantized weight (inputs[1].quant): FP8 (any f32-scale block, W8A8 too), MXFP8,
+// NVFP4 on quantized_linear.h's kernels; its scratch need comes from linear_quantized_scratch.
+EMBER_CPU_KERNEL(linear_quantized);
+size_t linear_quantized_scratch(const OpAttrs& attrs, const TensorView* inputs, size_t input_count,
+                                const TensorView* outputs, size_t output_count, size_t threads);
 // f32 NCHW (conv.cc, pool.cc).
 EMBER_CPU_KERNEL(conv2d);
 EMBER_CPU_KERNEL(max_pool2d);

@@ -1,6 +1,7 @@
 #include "kernels/cpu/register.h"
 
 #include <initializer_list>
+#include <utility>
 
 #include "kernels/cpu/ops.h"
 
@@ -30,6 +31,17 @@ Status add(KernelRegistry& registry, OpCode op, KernelFn fn,
   return registry.add(key, fn, kLibrary);
 }
 
+Status add_quantized(KernelRegistry& registry, OpCode op, KernelFn fn, ScratchFn scratch, QuantLayout quant,
+                     std::initializer_list<ScalarType> dtypes) {
+  KernelKey key;
+  key.op = op;
+  key.quant = quant;
+  key.arg_count = static_cast<uint8_t>(dtypes.size());
+  int i = 0;
+  for (ScalarType t : dtypes) key.dtypes[i++] = t;
+  return registry.add(key, fn, kLibrary, scratch);
+}
+
 }  // namespace
 
 Status register_cpu_kernels(KernelRegistry& r) {
@@ -47,6 +59,16 @@ Status register_cpu_kernels(KernelRegistry& r) {
   EMBER_RETURN_IF_ERROR(add(r, OpCode::Linear, cpu::linear, {F, F, F, F}));
   EMBER_RETURN_IF_ERROR(add(r, OpCode::Linear, cpu::linear, {F, F, X, F}));
   EMBER_RETURN_IF_ERROR(add(r, OpCode::Linear, cpu::linear, {F, F, F}));
+  constexpr ScalarType F8 = ScalarType::F8E4M3FN, F4 = ScalarType::F4E2M1;
+  for (auto [w, layout] : {std::pair{F8, QuantLayout::PerTensor}, std::pair{F8, QuantLayout::PerChannel},
+                           std::pair{F8, QuantLayout::Block2d}, std::pair{F8, QuantLayout::Mx},
+                           std::pair{F4, QuantLayout::Nvfp4}}) {
+    for (auto dtypes : {std::initializer_list<ScalarType>{F, w, F, F}, std::initializer_list<ScalarType>{F, w, X, F},
+                        std::initializer_list<ScalarType>{F, w, F}}) {
+      EMBER_RETURN_IF_ERROR(add_quantized(r, OpCode::Linear, cpu::linear_quantized, cpu::linear_quantized_scratch,
+                                          layout, dtypes));
+    }
+  }
   EMBER_RETURN_IF_ERROR(add(r, OpCode::Conv2d, cpu::conv2d, {F, F, F, F}));
   EMBER_RETURN_IF_ERROR(add(r, OpCode::Conv2d, cpu::conv2d, {F, F, X, F}));
   EMBER_RETURN_IF_ERROR(add(r, OpCode::Conv2d, cpu::conv2d, {F, F, F}));
