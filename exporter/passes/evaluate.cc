@@ -63,14 +63,10 @@ std::vector<HostTensor> evaluate_node(const Node& node, const std::vector<const 
   if (info == nullptr) throw ExportError("evaluate: unknown op in node '" + node.name + "'");
   std::vector<TensorView> ins(inputs.size());
   std::vector<QuantView> quant(inputs.size());
-  KernelKey key;
-  key.op = node.op;
-  key.arg_count = static_cast<uint8_t>(inputs.size() + info->outputs);
   std::string sig;
   for (size_t i = 0; i < inputs.size(); ++i) {
     if (inputs[i] != nullptr) {
       ins[i] = view_of(*inputs[i]);
-      key.dtypes[i] = inputs[i]->dtype;
       if (const QuantParams* q = inputs[i]->quant.get()) {
         if (inputs[i]->dims.size() != 2) throw ExportError("evaluate: quantized input of '" + node.name + "' is not 2-D");
         quant[i].scale_dtype = q->scale_dtype;
@@ -81,7 +77,6 @@ std::vector<HostTensor> evaluate_node(const Node& node, const std::vector<const 
         quant[i].layout = classify_quant(inputs[i]->dtype, q->scale_dtype, inputs[i]->dims[0], inputs[i]->dims[1],
                                          q->block[0], q->block[1], q->has_global_scale);
         ins[i].quant = &quant[i];
-        if (key.quant == QuantLayout::None) key.quant = quant[i].layout;
       }
     }
     sig += (i ? ", " : "") + (inputs[i] ? describe(*inputs[i]) : std::string("-"));
@@ -96,13 +91,13 @@ std::vector<HostTensor> evaluate_node(const Node& node, const std::vector<const 
   }
   std::vector<HostTensor> results(info->outputs);
   for (size_t o = 0; o < outs.size(); ++o) {
-    key.dtypes[inputs.size() + o] = outs[o].dtype;
     results[o].dtype = outs[o].dtype;
     results[o].dims.assign(outs[o].dims, outs[o].dims + outs[o].rank);
     // One spare element so a zero-size output still gets a non-null pointer.
     results[o].bytes.resize(outs[o].nbytes() + 8);
     outs[o].data = results[o].bytes.data();
   }
+  const KernelKey key = make_kernel_key(node.op, ins.data(), ins.size(), outs.data(), outs.size());
   const KernelRegistry::Entry* entry = reference_registry().find(key);
   if (entry == nullptr) {
     char buf[256];
@@ -115,14 +110,14 @@ std::vector<HostTensor> evaluate_node(const Node& node, const std::vector<const 
   return results;
 }
 
-std::vector<HostTensor> evaluate(const Graph& graph, const std::vector<HostTensor>& inputs) {
+std::vector<std::shared_ptr<const HostTensor>> evaluate_all(const Graph& graph, const std::vector<HostTensor>& inputs,
+                                                             const EvaluateOptions& options) {
   if (inputs.size() != graph.inputs.size()) {
     throw ExportError("evaluate: " + std::to_string(inputs.size()) + " inputs given, the graph has " +
                       std::to_string(graph.inputs.size()));
   }
   std::vector<int64_t> symbols(graph.symbols.size(), -1);
-  std::vector<const HostTensor*> slots(graph.values.size(), nullptr);
-  std::vector<std::unique_ptr<HostTensor>> owned(graph.values.size());
+  std::vector<std::shared_ptr<const HostTensor>> slots(graph.values.size());
   for (size_t i = 0; i < inputs.size(); ++i) {
     const Value& v = graph.values[static_cast<size_t>(graph.inputs[i].value)];
     const HostTensor& t = inputs[i];
@@ -145,20 +140,27 @@ std::vector<HostTensor> evaluate(const Graph& graph, const std::vector<HostTenso
       bound = t.dims[d];
     }
     if (t.bytes.size() != nbytes_of(t.dtype, t.numel())) throw ExportError(where + ": byte count does not match dims");
-    slots[static_cast<size_t>(graph.inputs[i].value)] = &t;
+    slots[static_cast<size_t>(graph.inputs[i].value)] = std::make_shared<const HostTensor>(t);
   }
   for (size_t v = 0; v < graph.values.size(); ++v) {
     const Value& value = graph.values[v];
     if (!value.is_constant()) continue;
-    auto t = std::make_unique<HostTensor>();
+    if (options.constants != nullptr) {
+      const auto replaced = options.constants->find(static_cast<int>(v));
+      if (replaced != options.constants->end()) {
+        slots[v] = std::make_shared<const HostTensor>(replaced->second);
+        continue;
+      }
+    }
+    auto t = std::make_shared<HostTensor>();
     t->dtype = value.dtype;
     for (const Dim& d : value.dims) t->dims.push_back(d.max);
     t->bytes = *value.data;
     t->quant = value.quant;
-    slots[v] = t.get();
-    owned[v] = std::move(t);
+    slots[v] = std::move(t);
   }
-  for (const Node& node : graph.nodes) {
+  for (size_t n = 0; n < graph.nodes.size(); ++n) {
+    const Node& node = graph.nodes[n];
     std::vector<const HostTensor*> ins;
     for (int in : node.inputs) {
       if (in < 0) {
@@ -169,8 +171,11 @@ std::vector<HostTensor> evaluate(const Graph& graph, const std::vector<HostTenso
         throw ExportError("evaluate: node '" + node.name + "' reads '" + graph.values[static_cast<size_t>(in)].name +
                           "' before it is computed");
       }
-      ins.push_back(slots[static_cast<size_t>(in)]);
+      ins.push_back(slots[static_cast<size_t>(in)].get());
     }
+    std::vector<HostTensor> keep;
+    keep.reserve(ins.size());
+    if (options.before_node) options.before_node(n, ins, keep);
     std::vector<HostTensor> outs = evaluate_node(node, ins, symbols);
     for (size_t o = 0; o < outs.size(); ++o) {
       const int id = node.outputs[o];
@@ -181,13 +186,17 @@ std::vector<HostTensor> evaluate(const Graph& graph, const std::vector<HostTenso
           symbols[value.dims[d].sym - 1u] = outs[o].dims[d];
         }
       }
-      owned[static_cast<size_t>(id)] = std::make_unique<HostTensor>(std::move(outs[o]));
-      slots[static_cast<size_t>(id)] = owned[static_cast<size_t>(id)].get();
+      slots[static_cast<size_t>(id)] = std::make_shared<const HostTensor>(std::move(outs[o]));
     }
   }
+  return slots;
+}
+
+std::vector<HostTensor> evaluate(const Graph& graph, const std::vector<HostTensor>& inputs) {
+  const std::vector<std::shared_ptr<const HostTensor>> slots = evaluate_all(graph, inputs);
   std::vector<HostTensor> results;
   for (const NamedValue& out : graph.outputs) {
-    const HostTensor* t = slots[static_cast<size_t>(out.value)];
+    const HostTensor* t = slots[static_cast<size_t>(out.value)].get();
     if (t == nullptr) throw ExportError("evaluate: output '" + out.name + "' was never computed");
     results.push_back(*t);
   }

@@ -5,6 +5,8 @@
 
 #include <cstdint>
 #include <cstring>
+#include <functional>
+#include <map>
 #include <memory>
 #include <vector>
 
@@ -37,5 +39,18 @@ std::vector<HostTensor> evaluate_node(const Node& node, const std::vector<const 
 // fit (static dims equal, symbolic dims within the symbol's bounds, one symbol one value). Returns
 // the outputs in graph.outputs order.
 std::vector<HostTensor> evaluate(const Graph& graph, const std::vector<HostTensor>& inputs);
+
+struct EvaluateOptions {
+  // Constants (value id -> tensor) used instead of the graph's data (a simulated quantized model).
+  const std::map<int, HostTensor>* constants = nullptr;
+  // Called before node `n` runs with the tensors it reads (nullptr = absent); may point an entry at a
+  // tensor pushed onto `keep` (reserved for one per input), which lives until the node has run.
+  std::function<void(size_t n, std::vector<const HostTensor*>& inputs, std::vector<HostTensor>& keep)> before_node;
+};
+
+// Like evaluate, but returns every value by id: inputs, constants and computed values (null for a
+// value no node computes).
+std::vector<std::shared_ptr<const HostTensor>> evaluate_all(const Graph& graph, const std::vector<HostTensor>& inputs,
+                                                             const EvaluateOptions& options = {});
 
 }  // namespace ember::exporter

@@ -7,7 +7,6 @@
 #include <limits>
 #include <map>
 #include <memory>
-#include <optional>
 #include <random>
 
 #include "kernels/reference/quantize.h"
@@ -39,12 +38,6 @@ bool matches_any(const std::vector<std::string>& patterns, const std::string& na
     if (glob_match(p.c_str(), name.c_str())) return true;
   }
   return false;
-}
-
-std::vector<float> as_f32(const std::vector<uint8_t>& bytes) {
-  std::vector<float> out(bytes.size() / 4);
-  if (!out.empty()) std::memcpy(out.data(), bytes.data(), bytes.size());
-  return out;
 }
 
 double sqnr_db(double signal, double noise) {
@@ -135,61 +128,6 @@ void fake_quant_per_token(HostTensor& x) {
   x = HostTensor::from_f32(x.dims, v);
 }
 
-HostTensor constant_tensor(const Value& v) {
-  HostTensor t;
-  t.dtype = v.dtype;
-  for (const Dim& d : v.dims) t.dims.push_back(d.max);
-  t.bytes = *v.data;
-  return t;
-}
-
-// Every value of `graph` on `inputs`, node by node on the reference evaluator. `weights` replaces
-// constants (the dequantized weights); `w8a8` lists nodes whose input 0 is fake-quantized per token.
-std::vector<std::optional<HostTensor>> run_all(const Graph& graph, const std::vector<HostTensor>& inputs,
-                                               const std::map<int, HostTensor>& weights, const std::vector<char>& w8a8) {
-  std::vector<std::optional<HostTensor>> vals(graph.values.size());
-  std::vector<int64_t> symbols(graph.symbols.size(), 0);
-  for (size_t i = 0; i < graph.inputs.size(); ++i) {
-    const Value& v = graph.values[static_cast<size_t>(graph.inputs[i].value)];
-    for (size_t d = 0; d < v.dims.size(); ++d) {
-      if (v.dims[d].sym != 0) symbols[v.dims[d].sym - 1u] = inputs[i].dims[d];
-    }
-    vals[static_cast<size_t>(graph.inputs[i].value)] = inputs[i];
-  }
-  for (size_t n = 0; n < graph.nodes.size(); ++n) {
-    const Node& node = graph.nodes[n];
-    std::vector<const HostTensor*> ins;
-    std::vector<HostTensor> owned;
-    owned.reserve(node.inputs.size());
-    for (int in : node.inputs) {
-      if (in < 0) {
-        ins.push_back(nullptr);
-        continue;
-      }
-      auto it = weights.find(in);
-      if (it != weights.end()) {
-        ins.push_back(&it->second);
-      } else if (graph.values[static_cast<size_t>(in)].is_constant()) {
-        owned.push_back(constant_tensor(graph.values[static_cast<size_t>(in)]));
-        ins.push_back(&owned.back());
-      } else {
-        if (!vals[static_cast<size_t>(in)]) throw ExportError("quantize: value '" + graph.values[static_cast<size_t>(in)].name + "' not computed");
-        ins.push_back(&*vals[static_cast<size_t>(in)]);
-      }
-    }
-    if (w8a8[n] && ins[0] != nullptr) {
-      owned.push_back(*ins[0]);
-      fake_quant_per_token(owned.back());
-      ins[0] = &owned.back();
-    }
-    Node plain = node;
-    plain.attrs.activation_quant = ActivationQuant::None;
-    std::vector<HostTensor> outs = evaluate_node(plain, ins, symbols);
-    for (size_t o = 0; o < outs.size(); ++o) vals[static_cast<size_t>(node.outputs[o])] = std::move(outs[o]);
-  }
-  return vals;
-}
-
 }  // namespace
 
 QuantPreset parse_quant_preset(const std::string& name) {
@@ -245,7 +183,7 @@ QuantizeReport quantize_graph(Graph& graph, const QuantizeOptions& options) {
       report.layers.push_back(row);
       continue;
     }
-    const std::vector<float> wf = as_f32(*w.data);
+    const std::vector<float> wf = HostTensor{ScalarType::F32, {}, *w.data, nullptr}.to_f32();
     for (float x : wf) {
       if (!std::isfinite(x)) throw ExportError("quantize: weight '" + w.name + "' of node '" + node.name + "' is not finite");
     }
@@ -305,9 +243,17 @@ QuantizeReport quantize_graph(Graph& graph, const QuantizeOptions& options) {
   }
   std::vector<double> signal(original.nodes.size(), 0), noise(original.nodes.size(), 0);
   try {
+    EvaluateOptions quantized;
+    quantized.constants = &simulated;
+    quantized.before_node = [&](size_t n, std::vector<const HostTensor*>& ins, std::vector<HostTensor>& keep) {
+      if (!w8a8[n] || ins[0] == nullptr) return;
+      keep.push_back(*ins[0]);
+      fake_quant_per_token(keep.back());
+      ins[0] = &keep.back();
+    };
     for (const std::vector<HostTensor>& sample : samples) {
-      const auto f32 = run_all(original, sample, {}, std::vector<char>(original.nodes.size(), 0));
-      const auto q = run_all(original, sample, simulated, w8a8);
+      const auto f32 = evaluate_all(original, sample);
+      const auto q = evaluate_all(original, sample, quantized);
       for (const auto& [n, row] : layer_of) {
         const int out = original.nodes[n].outputs[0];
         const std::vector<float> a = f32[static_cast<size_t>(out)]->to_f32(), b = q[static_cast<size_t>(out)]->to_f32();

@@ -224,9 +224,9 @@ Method::Method(Method&& other) noexcept
       meta_(other.meta_),
       runner_(other.runner_),
       delegates_(other.delegates_),
-      pool_(other.pool_),
       delegate_count_(other.delegate_count_),
-      scratch_(other.scratch_) {
+      scratch_(other.scratch_),
+      pool_(other.pool_) {
   abort_.store(other.abort_.load());
   other.delegates_ = nullptr;
   other.delegate_count_ = 0;

@@ -215,25 +215,20 @@ size_t GraphRunner::scratch_bytes(const fb::Graph& graph, const KernelRegistry* 
     const uint32_t n_in = size_of(call.inputs()), n_out = size_of(call.outputs());
     if (n_in + n_out > static_cast<uint32_t>(kMaxKernelArgs)) continue;  // bind() reports it
     TensorView in[kMaxKernelArgs], out[kMaxKernelArgs];
-    KernelKey key;
-    key.op = static_cast<OpCode>(call.op());
-    key.arg_count = static_cast<uint8_t>(n_in + n_out);
+    QuantView quant[kMaxKernelArgs];  // layouts only: what the key needs
     for (uint32_t k = 0; k < n_in; ++k) {
       const int32_t v = call.inputs()->Get(k);
       in[k] = view_of(v);
-      key.dtypes[k] = in[k].dtype;
       const fb::QuantInfo* q = v >= 0 ? graph.values()->Get(static_cast<uint32_t>(v))->quant() : nullptr;
-      if (q != nullptr && key.quant == QuantLayout::None && in[k].rank == 2 && size_of(q->block()) == 2) {
-        key.quant = classify_quant(in[k].dtype, static_cast<ScalarType>(q->scale_dtype()), in[k].dims[0], in[k].dims[1],
-                                   q->block()->Get(0), q->block()->Get(1), q->global_scale() >= 0);
+      if (q != nullptr && in[k].rank == 2 && size_of(q->block()) == 2) {
+        quant[k].layout = classify_quant(in[k].dtype, static_cast<ScalarType>(q->scale_dtype()), in[k].dims[0],
+                                         in[k].dims[1], q->block()->Get(0), q->block()->Get(1), q->global_scale() >= 0);
+        in[k].quant = &quant[k];
       }
     }
-    for (uint32_t k = 0; k < n_out; ++k) {
-      out[k] = view_of(static_cast<int32_t>(call.outputs()->Get(k)));
-      key.dtypes[n_in + k] = out[k].dtype;
-    }
-    if (n_in > 0) key.dim_order = in[0].dim_order;
-    const KernelRegistry::Entry* entry = kernels->find(key);
+    for (uint32_t k = 0; k < n_out; ++k) out[k] = view_of(static_cast<int32_t>(call.outputs()->Get(k)));
+    const KernelRegistry::Entry* entry =
+        kernels->find(make_kernel_key(static_cast<OpCode>(call.op()), in, n_in, out, n_out));
     if (entry == nullptr || entry->scratch == nullptr) continue;
     OpAttrs attrs;
     decode_attrs(call, &attrs);
@@ -403,18 +398,12 @@ Status GraphRunner::bind_kernel(uint32_t i, const fb::KernelCall& call, const Ke
                       b.output_count);
   }
   decode_attrs(call, &b.attrs);
-  KernelKey key;
-  key.op = op;
-  key.arg_count = static_cast<uint8_t>(b.input_count + b.output_count);
-  for (uint32_t k = 0; k < key.arg_count; ++k) {
+  TensorView args[kMaxKernelArgs];
+  for (uint32_t k = 0; k < static_cast<uint32_t>(b.input_count + b.output_count); ++k) {
     const int32_t v = args_[b.arg_begin + k];
-    key.dtypes[k] = v < 0 ? ScalarType::Invalid : values_[v].dtype;
+    if (v >= 0) args[k] = values_[v];
   }
-  if (b.input_count > 0 && args_[b.arg_begin] >= 0) key.dim_order = values_[args_[b.arg_begin]].dim_order;
-  for (uint32_t k = 0; k < b.input_count && key.quant == QuantLayout::None; ++k) {
-    const int32_t v = args_[b.arg_begin + k];
-    if (v >= 0 && values_[v].quant != nullptr) key.quant = values_[v].quant->layout;
-  }
+  const KernelKey key = make_kernel_key(op, args, b.input_count, args + b.input_count, b.output_count);
   b.kernel = kernels ? kernels->find(key) : nullptr;
   if (b.kernel == nullptr) missing->add(key, i);
   return Status::ok();

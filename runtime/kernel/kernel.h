@@ -28,7 +28,12 @@ struct KernelKey {
   bool operator==(const KernelKey& other) const;
 };
 
-// Writes e.g. "linear(f32, f8_e4m3fn per-channel, -, f32)" into out; returns out.
+// The key a call binds by: the views' dtypes (an absent input's is Invalid), the first input's dim
+// order, and the layout of the first quantized input (TensorView::quant).
+KernelKey make_kernel_key(OpCode op, const TensorView* inputs, size_t input_count, const TensorView* outputs,
+                          size_t output_count);
+
+// Writes e.g. "linear(f32, f8_e4m3fn per_channel, -, f32)" into out; returns out.
 const char* format_key(const KernelKey& key, char* out, size_t out_size);
 
 // What a kernel may use at run time besides its arguments.

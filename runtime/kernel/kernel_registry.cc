@@ -15,6 +15,20 @@ bool KernelKey::operator==(const KernelKey& other) const {
   return true;
 }
 
+KernelKey make_kernel_key(OpCode op, const TensorView* inputs, size_t input_count, const TensorView* outputs,
+                          size_t output_count) {
+  KernelKey key;
+  key.op = op;
+  key.arg_count = static_cast<uint8_t>(input_count + output_count);
+  for (size_t k = 0; k < input_count; ++k) {
+    key.dtypes[k] = inputs[k].dtype;
+    if (key.quant == QuantLayout::None && inputs[k].quant != nullptr) key.quant = inputs[k].quant->layout;
+  }
+  for (size_t k = 0; k < output_count; ++k) key.dtypes[input_count + k] = outputs[k].dtype;
+  if (input_count > 0) key.dim_order = inputs[0].dim_order;
+  return key;
+}
+
 const char* format_key(const KernelKey& key, char* out, size_t out_size) {
   if (out_size == 0) return out;
   size_t used = 0;

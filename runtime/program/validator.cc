@@ -363,10 +363,13 @@ class GraphValidator {
         const int32_t w = size_of(call.inputs()) > 1 ? call.inputs()->Get(1) : -1;
         const fb::Tensor* t = w >= 0 && static_cast<uint32_t>(w) < value_count_ ? graph_.values()->Get(static_cast<uint32_t>(w)) : nullptr;
         const fb::QuantInfo* wq = t != nullptr ? t->quant() : nullptr;
-        const bool ok = wq != nullptr && size_of(t->dims()) == 2 && size_of(wq->block()) == 2 && wq->global_scale() < 0 &&
-                        static_cast<ScalarType>(wq->scale_dtype()) == ScalarType::F32 &&
-                        static_cast<ScalarType>(t->dtype()) == ScalarType::F8E4M3FN && wq->block()->Get(1) >= t->dims()->Get(1)->max() &&
-                        (wq->block()->Get(0) == 1 || wq->block()->Get(0) >= t->dims()->Get(0)->max());
+        const QuantLayout layout =
+            wq != nullptr && size_of(t->dims()) == 2 && size_of(wq->block()) == 2
+                ? classify_quant(static_cast<ScalarType>(t->dtype()), static_cast<ScalarType>(wq->scale_dtype()),
+                                 t->dims()->Get(0)->max(), t->dims()->Get(1)->max(), wq->block()->Get(0),
+                                 wq->block()->Get(1), wq->global_scale() >= 0)
+                : QuantLayout::None;
+        const bool ok = layout == QuantLayout::PerTensor || layout == QuantLayout::PerChannel;
         if (!ok) return fail_instruction(i, "linear with FP8 per-token activations needs an f8_e4m3fn weight with per-tensor or per-channel f32 scales");
         return Status::ok();
       }

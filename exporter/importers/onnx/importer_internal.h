@@ -18,6 +18,7 @@
 #include "exporter/importers/onnx/tensor_proto.h"
 #include "exporter/passes/shape_inference.h"
 #include "onnx.pb.h"
+#include "runtime/core/float_codecs.h"
 #include "runtime/kernel/op_info.h"
 
 namespace ember::exporter::onnx_detail {
@@ -70,15 +71,7 @@ inline double read_float(const HostTensor& t, size_t i) {
     case ScalarType::F16: case ScalarType::BF16: {
       uint16_t h;
       std::memcpy(&h, t.bytes.data() + i * 2, 2);
-      if (t.dtype == ScalarType::BF16) {
-        const uint32_t bits = static_cast<uint32_t>(h) << 16;
-        float f;
-        std::memcpy(&f, &bits, 4);
-        return f;
-      }
-      const int sign = (h >> 15) & 1, exp = (h >> 10) & 31, man = h & 1023;
-      double v = exp == 0 ? std::ldexp(man, -24) : exp == 31 ? (man ? NAN : INFINITY) : std::ldexp(man + 1024, exp - 25);
-      return sign ? -v : v;
+      return t.dtype == ScalarType::BF16 ? bf16_to_f32(h) : f16_to_f32(h);
     }
     default: return static_cast<double>(read_int(t, i));
   }
