@@ -8,6 +8,8 @@
 //
 // Run: ember_bench_quant [--benchmark_repetitions=5 --benchmark_report_aggregates_only=true]
 #include <algorithm>
+#include <array>
+#include <chrono>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -244,6 +246,53 @@ void BM_Sum(benchmark::State& state, const FormatInfo* f, int threads, size_t by
   state.counters["MiB"] = double(w.bytes.size()) / double(1 << 20);
 }
 
+// gemv and sum alternately, each timed on its own, so both see the same memory conditions (this
+// VM's read bandwidth drifts by tens of percent over seconds): the median of the per-iteration
+// ratios, and the median rates.
+void BM_Pair(benchmark::State& state, const FormatInfo* f, int threads, size_t bytes) {
+  const Weight& w = weight_for(*f, bytes);
+  std::vector<float> x(kK), y(size_t(w.n));
+  uint64_t seed = 7;
+  for (float& v : x) v = normalish(seed);
+  const bool w8a8 = f->format == Format::W8a8Channel;
+  std::vector<uint8_t> scratch(kernels::cpu::quantized_linear_scratch_bytes(1, kK, size_t(threads), w8a8));
+  KernelContext ctx;
+  ctx.pool = pool_for(threads);
+  ctx.scratch = Span<uint8_t>(scratch.data(), scratch.size());
+  SumTask task{w.bytes.data(), w.bytes.size(), {}};
+  const size_t chunks = (task.count + kSumChunk - 1) / kSumChunk;
+  task.sums.assign(chunks, 0);
+  uint64_t total = 0;
+  std::vector<double> gemv_s, sum_s, ratios;
+  using Clock = std::chrono::steady_clock;
+  for (auto _ : state) {
+    const auto t0 = Clock::now();
+    gemv(w, x.data(), y.data(), ctx);
+    benchmark::DoNotOptimize(y.data());
+    benchmark::ClobberMemory();
+    const auto t1 = Clock::now();
+    if (threads >= 2) {
+      pool_for(threads)->parallel_for(chunks, sum_chunk, &task);
+      for (uint64_t v : task.sums) total += v;
+    } else {
+      total += bench::sum_bytes(task.p, task.count);
+    }
+    benchmark::DoNotOptimize(total);
+    const auto t2 = Clock::now();
+    gemv_s.push_back(std::chrono::duration<double>(t1 - t0).count());
+    sum_s.push_back(std::chrono::duration<double>(t2 - t1).count());
+    ratios.push_back(sum_s.back() / gemv_s.back());
+  }
+  auto median = [](std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    return v.empty() ? 0.0 : v[v.size() / 2];
+  };
+  const double mb = double(w.bytes.size());
+  state.counters["gemv_GBps"] = mb / median(gemv_s) / 1e9;
+  state.counters["sum_GBps"] = mb / median(sum_s) / 1e9;
+  state.counters["ratio"] = median(ratios);
+}
+
 // Console output as usual, plus the ratio table at the end (median runs when repeated).
 class RatioReporter : public benchmark::ConsoleReporter {
  public:
@@ -252,9 +301,14 @@ class RatioReporter : public benchmark::ConsoleReporter {
     for (const Run& run : runs) {
       const bool aggregate = run.run_type == Run::RT_Aggregate;
       if (run.error_occurred || (aggregate && run.aggregate_name != "median")) continue;
+      const std::string name = run.run_name.function_name;  // "gemv/<format>/t<threads>"
+      if (run.counters.count("ratio") != 0) {  // pair/<format>/t<threads>
+        pairs_[name] = {run.counters.at("gemv_GBps").value, run.counters.at("sum_GBps").value,
+                        run.counters.at("ratio").value};
+        continue;
+      }
       auto it = run.counters.find("bytes_per_second");
       if (it == run.counters.end()) continue;
-      const std::string name = run.run_name.function_name;  // "gemv/<format>/t<threads>"
       if (aggregate) {
         rates_[name] = it->second.value;
         medians_[name] = true;
@@ -268,6 +322,16 @@ class RatioReporter : public benchmark::ConsoleReporter {
     std::printf("\nGEMV m=1, k=%lld, weight working set >= %zu MiB (8 x LLC %zu MiB)\n",
                 static_cast<long long>(kK), working_set_bytes() >> 20, llc_bytes() >> 20);
     std::printf("%-18s %7s %12s %12s %8s\n", "format", "threads", "gemv GB/s", "sum GB/s", "ratio");
+    if (!pairs_.empty()) {
+      std::printf("paired (gemv and sum alternating; medians of each and of the per-pair ratio):\n");
+      for (const FormatInfo& f : kFormats) {
+        for (int t : {1, 2}) {
+          auto p = pairs_.find("pair/" + std::string(f.name) + "/t" + std::to_string(t));
+          if (p == pairs_.end()) continue;
+          std::printf("%-18s %7d %12.2f %12.2f %8.3f\n", f.name, t, p->second[0], p->second[1], p->second[2]);
+        }
+      }
+    }
     for (const char* kind : {"", "cached_"}) {
       if (*kind != 0) std::printf("in cache: weight + scales ~%zu KiB, single-threaded\n", kCachedBytes >> 10);
       for (const FormatInfo& f : kFormats) {
@@ -286,6 +350,7 @@ class RatioReporter : public benchmark::ConsoleReporter {
  private:
   std::map<std::string, double> rates_;
   std::map<std::string, bool> medians_;
+  std::map<std::string, std::array<double, 3>> pairs_;
 };
 
 }  // namespace
@@ -300,6 +365,8 @@ int main(int argc, char** argv) {
           ->Unit(benchmark::kMillisecond)->UseRealTime();
       benchmark::RegisterBenchmark(("sum/" + suffix).c_str(), BM_Sum, &f, t, working_set_bytes())
           ->Unit(benchmark::kMillisecond)->UseRealTime();
+      benchmark::RegisterBenchmark(("pair/" + suffix).c_str(), BM_Pair, &f, t, working_set_bytes())
+          ->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(1.0);
     }
   }
   for (const FormatInfo& f : kFormats) {

@@ -1,6 +1,5 @@
-// The f32 linear micro-kernel and tile loop (C = x w^T + bias, w rows K-contiguous), shared by
-// gemm.cc (cpu::linear) and quantized_linear.cc (which runs it on dequantized weight panels, so a
-// quantized linear gives exactly what cpu::linear gives on the dequantized weight).
+// The f32 linear micro-kernel and tile loop (C = x w^T + bias, w rows K-contiguous) of gemm.cc
+// (cpu::linear).
 // Include after hwy/highway.h and hwy_util-inl.h, inside no namespace.
 //
 // A micro-tile of kRows x rows by kCols w rows keeps kRows * kCols vector dot products along K
