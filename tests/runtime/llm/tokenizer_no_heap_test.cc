@@ -1,0 +1,159 @@
+// encode(), decode() and StreamDecoder make no heap allocation (runtime/llm/README.md): with hooks on
+// malloc & co. and every operator new, the count is 0 while every golden string of both tokenizers
+// is encoded, decoded and stream-decoded (buffers sized beforehand from the documented bounds).
+// Load itself takes its memory from a caller buffer, so it is counted too.
+//
+// Its own binary: the hooks replace libc's malloc for the whole process. Not built with sanitizers.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <cstdlib>
+#include <new>
+
+#include "tests/runtime/llm/tokenizer_test_util.h"
+
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#error "tokenizer_no_heap_test replaces malloc; build it without sanitizers"
+#endif
+
+namespace {
+std::atomic<bool> g_counting{false};
+std::atomic<uint64_t> g_allocations{0};
+inline void count() {
+  if (g_counting.load(std::memory_order_relaxed)) g_allocations.fetch_add(1, std::memory_order_relaxed);
+}
+}  // namespace
+
+extern "C" {
+void* __libc_malloc(size_t size);
+void* __libc_calloc(size_t n, size_t size);
+void* __libc_realloc(void* p, size_t size);
+void* __libc_memalign(size_t alignment, size_t size);
+void __libc_free(void* p);
+
+void* malloc(size_t size) {
+  count();
+  return __libc_malloc(size);
+}
+void* calloc(size_t n, size_t size) {
+  count();
+  return __libc_calloc(n, size);
+}
+void* realloc(void* p, size_t size) {
+  count();
+  return __libc_realloc(p, size);
+}
+void* aligned_alloc(size_t alignment, size_t size) {
+  count();
+  return __libc_memalign(alignment, size);
+}
+void* memalign(size_t alignment, size_t size) {
+  count();
+  return __libc_memalign(alignment, size);
+}
+int posix_memalign(void** out, size_t alignment, size_t size) {
+  count();
+  if (alignment < sizeof(void*) || (alignment & (alignment - 1)) != 0) return 22;  // EINVAL
+  void* p = __libc_memalign(alignment, size);
+  if (p == nullptr) return 12;  // ENOMEM
+  *out = p;
+  return 0;
+}
+}  // extern "C"
+
+namespace {
+void* new_impl(size_t size, size_t alignment, bool nothrow) {
+  count();
+  if (size == 0) size = 1;
+  void* p = alignment > alignof(std::max_align_t) ? __libc_memalign(alignment, size) : __libc_malloc(size);
+  if (p == nullptr && !nothrow) throw std::bad_alloc();
+  return p;
+}
+}  // namespace
+
+void* operator new(size_t n) { return new_impl(n, 0, false); }
+void* operator new[](size_t n) { return new_impl(n, 0, false); }
+void* operator new(size_t n, const std::nothrow_t&) noexcept { return new_impl(n, 0, true); }
+void* operator new[](size_t n, const std::nothrow_t&) noexcept { return new_impl(n, 0, true); }
+void* operator new(size_t n, std::align_val_t a) { return new_impl(n, static_cast<size_t>(a), false); }
+void* operator new[](size_t n, std::align_val_t a) { return new_impl(n, static_cast<size_t>(a), false); }
+void operator delete(void* p) noexcept { __libc_free(p); }
+void operator delete[](void* p) noexcept { __libc_free(p); }
+void operator delete(void* p, size_t) noexcept { __libc_free(p); }
+void operator delete[](void* p, size_t) noexcept { __libc_free(p); }
+void operator delete(void* p, std::align_val_t) noexcept { __libc_free(p); }
+void operator delete[](void* p, std::align_val_t) noexcept { __libc_free(p); }
+void operator delete(void* p, size_t, std::align_val_t) noexcept { __libc_free(p); }
+void operator delete[](void* p, size_t, std::align_val_t) noexcept { __libc_free(p); }
+
+namespace ember::llm {
+namespace {
+
+class CountAllocations {
+ public:
+  CountAllocations() {
+    g_allocations.store(0);
+    g_counting.store(true);
+  }
+  ~CountAllocations() { stop(); }
+  uint64_t stop() {
+    g_counting.store(false);
+    return g_allocations.load();
+  }
+};
+
+TEST(TokenizerNoHeapTest, HooksCountAllocations) {
+  CountAllocations c;
+  void* p = std::malloc(16);
+  asm volatile("" : : "g"(p) : "memory");
+  std::free(p);
+  int* q = new int(1);
+  asm volatile("" : : "g"(q) : "memory");
+  delete q;
+  EXPECT_EQ(c.stop(), 2u);
+}
+
+TEST(TokenizerNoHeapTest, LoadEncodeDecodeAndStreamAllocateNothing) {
+  for (const char* kind : {"llama3", "qwen2"}) {
+    auto loaded = testing::load_tokenizer(kind);
+    ASSERT_NE(loaded, nullptr);
+    const TokenizerDesc desc = tools::make_tokenizer_desc(loaded->data, &loaded->added);
+    std::vector<uint8_t> memory(Tokenizer::memory_bytes(desc));
+    std::vector<std::string> texts;
+    for (const nlohmann::json& c : testing::read_jsonl(testing::data_path(std::string(kind) + "/golden.jsonl"))) {
+      if (c.contains("text")) texts.push_back(c["text"].get<std::string>());
+    }
+    size_t longest = 0;
+    for (const std::string& t : texts) longest = std::max(longest, t.size());
+    const Tokenizer& tok = **loaded;
+    std::vector<int32_t> ids(tok.max_token_count(longest));
+    std::vector<uint8_t> scratch(tok.encode_scratch_bytes(longest));
+    std::vector<char> text_out(3 * tok.max_token_bytes() * ids.size() + 3);
+    std::vector<char> piece(StreamDecoder(tok).max_push_bytes());
+    size_t total_ids = 0, total_bytes = 0;
+
+    CountAllocations counter;
+    BumpAllocator allocator(Span<uint8_t>(memory.data(), memory.size()));
+    Result<Tokenizer> fresh = Tokenizer::load(desc, allocator);
+    ASSERT_TRUE(fresh.is_ok());
+    for (const std::string& t : texts) {
+      Result<size_t> n = tok.encode(t, Span<int32_t>(ids.data(), ids.size()), Span<uint8_t>(scratch.data(), scratch.size()),
+                                    true);
+      ASSERT_TRUE(n.is_ok());
+      total_ids += n.value();
+      const Span<const int32_t> got(ids.data(), n.value());
+      Result<size_t> m = tok.decode(got, Span<char>(text_out.data(), text_out.size()), false);
+      ASSERT_TRUE(m.is_ok());
+      total_bytes += m.value();
+      StreamDecoder stream(tok, true);
+      for (int32_t id : got) ASSERT_TRUE(stream.push(id, Span<char>(piece.data(), piece.size())).is_ok());
+      ASSERT_TRUE(stream.flush(Span<char>(piece.data(), piece.size())).is_ok());
+    }
+    EXPECT_EQ(counter.stop(), 0u) << kind;
+    EXPECT_GT(total_ids, 10000u);
+    EXPECT_GT(total_bytes, 10000u);
+  }
+}
+
+}  // namespace
+}  // namespace ember::llm

@@ -1,0 +1,475 @@
+#include "tools/common/tokenizer_json.h"
+
+#include <fstream>
+#include <sstream>
+#include <unordered_map>
+
+#include <nlohmann/json.hpp>
+
+namespace ember::tools {
+namespace {
+
+using json = nlohmann::json;
+
+// The Split patterns of the Llama-3 and Qwen2 releases (runtime/llm/pre_tokenizer.h).
+constexpr const char* kLlama3Pattern =
+    R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
+constexpr const char* kQwen2Pattern =
+    R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
+
+class Parser {
+ public:
+  explicit Parser(std::string name) : name_(std::move(name)) {}
+
+  [[noreturn]] void fail(const std::string& field, const json* value, const std::string& why) const {
+    std::string message = name_ + ": " + field;
+    if (value != nullptr) {
+      std::string dumped = value->dump();
+      if (dumped.size() > 120) dumped = dumped.substr(0, 117) + "...";
+      message += " = " + dumped;
+    }
+    throw TokenizerJsonError(message + ": " + why);
+  }
+
+  // obj[key], or nullptr when absent.
+  const json* find(const json& obj, const char* key) const {
+    auto it = obj.find(key);
+    return it == obj.end() ? nullptr : &*it;
+  }
+  const json& require(const json& obj, const char* key, const std::string& path) const {
+    const json* v = find(obj, key);
+    if (v == nullptr) fail(path + "." + key, nullptr, "missing");
+    return *v;
+  }
+  std::string type_of(const json& obj, const std::string& path) const {
+    if (!obj.is_object()) fail(path, &obj, "expected an object");
+    const json& t = require(obj, "type", path);
+    if (!t.is_string()) fail(path + ".type", &t, "expected a string");
+    return t.get<std::string>();
+  }
+  // A boolean field that must be absent or equal to `expected` (null counts as false).
+  void expect_bool(const json& obj, const char* key, bool expected, const std::string& path, const char* why) const {
+    const json* v = find(obj, key);
+    const bool value = v != nullptr && !v->is_null() && (!v->is_boolean() || v->get<bool>());
+    if (v != nullptr && !v->is_null() && !v->is_boolean()) fail(path + "." + key, v, "expected a boolean");
+    if (value != expected) fail(path + "." + key, v, why);
+  }
+  bool get_bool(const json& obj, const char* key, bool fallback, const std::string& path) const {
+    const json* v = find(obj, key);
+    if (v == nullptr || v->is_null()) return fallback;
+    if (!v->is_boolean()) fail(path + "." + key, v, "expected a boolean");
+    return v->get<bool>();
+  }
+
+  const std::string& name() const { return name_; }
+
+ private:
+  std::string name_;
+};
+
+// Byte-level alphabet: byte -> code point and back (GPT-2's bytes_to_unicode).
+struct ByteLevelMap {
+  uint32_t to_char[256];
+  std::unordered_map<uint32_t, uint8_t> to_byte;
+  ByteLevelMap() {
+    uint32_t next = 256;
+    for (int b = 0; b < 256; ++b) {
+      const bool printable = (b >= 0x21 && b <= 0x7E) || (b >= 0xA1 && b <= 0xAC) || (b >= 0xAE && b <= 0xFF);
+      to_char[b] = printable ? static_cast<uint32_t>(b) : next++;
+      to_byte[to_char[b]] = static_cast<uint8_t>(b);
+    }
+  }
+};
+const ByteLevelMap& byte_level_map() {
+  static const ByteLevelMap map;
+  return map;
+}
+
+// Code points of a valid UTF-8 string (nlohmann::json validates strings while parsing).
+std::vector<uint32_t> code_points(const std::string& s) {
+  std::vector<uint32_t> out;
+  for (size_t i = 0; i < s.size();) {
+    size_t length = 0;
+    out.push_back(llm::decode_utf8(reinterpret_cast<const uint8_t*>(s.data()) + i, &length));
+    i += length;
+  }
+  return out;
+}
+
+// What HF's ByteLevel decoder makes of one token (decoders/byte_level.rs, decode_chain): the bytes
+// its characters stand for; a token with any character outside the alphabet is kept as its UTF-8.
+bool byte_level_bytes(const std::string& token, std::string* bytes) {
+  const ByteLevelMap& map = byte_level_map();
+  bytes->clear();
+  for (uint32_t cp : code_points(token)) {
+    auto it = map.to_byte.find(cp);
+    if (it == map.to_byte.end()) {
+      *bytes = token;
+      return false;
+    }
+    bytes->push_back(static_cast<char>(it->second));
+  }
+  return true;
+}
+
+void parse_normalizer(const Parser& p, const json& root, TokenizerData& out) {
+  const json* n = p.find(root, "normalizer");
+  if (n == nullptr || n->is_null()) return;
+  const std::string type = p.type_of(*n, "normalizer");
+  if (type == "NFC") {
+    out.normalizer = llm::NormalizerKind::Nfc;
+    return;
+  }
+  if (type == "Sequence") {
+    const json& list = p.require(*n, "normalizers", "normalizer");
+    if (list.is_array() && list.empty()) return;
+    if (list.is_array() && list.size() == 1 && p.type_of(list[0], "normalizer.normalizers[0]") == "NFC") {
+      out.normalizer = llm::NormalizerKind::Nfc;
+      return;
+    }
+    p.fail("normalizer.normalizers", &list, "only an empty Sequence or [NFC] is implemented");
+  }
+  p.fail("normalizer.type", &(*n)["type"], "only NFC (or none) is implemented");
+}
+
+void parse_byte_level_pre(const Parser& p, const json& bl, const std::string& path, bool use_regex) {
+  p.expect_bool(bl, "add_prefix_space", false, path, "add_prefix_space is not implemented");
+  const json* v = p.find(bl, "use_regex");
+  const bool value = v == nullptr || v->is_null() ? true : (v->is_boolean() && v->get<bool>());
+  if (value != use_regex) {
+    p.fail(path + ".use_regex", v, use_regex ? "ByteLevel alone must split with its GPT-2 regex"
+                                             : "after a Split, ByteLevel must not split again");
+  }
+}
+
+void parse_pre_tokenizer(const Parser& p, const json& root, TokenizerData& out) {
+  const json& pt = p.require(root, "pre_tokenizer", "");
+  if (pt.is_null()) p.fail("pre_tokenizer", &pt, "a byte-level pre-tokenizer is required");
+  const std::string type = p.type_of(pt, "pre_tokenizer");
+  if (type == "ByteLevel") {
+    parse_byte_level_pre(p, pt, "pre_tokenizer", true);
+    out.pre_tokenizer = llm::PreTokenizerKind::Gpt2;
+    return;
+  }
+  if (type != "Sequence") p.fail("pre_tokenizer.type", &pt["type"], "only Sequence[Split, ByteLevel] or ByteLevel is implemented");
+  const json& list = p.require(pt, "pretokenizers", "pre_tokenizer");
+  if (!list.is_array() || list.size() != 2) {
+    p.fail("pre_tokenizer.pretokenizers", &list, "only [Split(pattern), ByteLevel] is implemented");
+  }
+  const std::string split_path = "pre_tokenizer.pretokenizers[0]";
+  if (p.type_of(list[0], split_path) != "Split") p.fail(split_path + ".type", &list[0]["type"], "expected Split");
+  const json& pattern = p.require(list[0], "pattern", split_path);
+  const json* regex = pattern.is_object() ? p.find(pattern, "Regex") : nullptr;
+  if (regex == nullptr || !regex->is_string()) p.fail(split_path + ".pattern", &pattern, "expected {\"Regex\": ...}");
+  const std::string r = regex->get<std::string>();
+  if (r == kLlama3Pattern) {
+    out.pre_tokenizer = llm::PreTokenizerKind::Llama3;
+  } else if (r == kQwen2Pattern) {
+    out.pre_tokenizer = llm::PreTokenizerKind::Qwen2;
+  } else {
+    p.fail(split_path + ".pattern.Regex", regex, "not one of the implemented patterns (Llama-3, Qwen2)");
+  }
+  const json& behavior = p.require(list[0], "behavior", split_path);
+  if (behavior != "Isolated") p.fail(split_path + ".behavior", &behavior, "only Isolated is implemented");
+  p.expect_bool(list[0], "invert", false, split_path, "invert is not implemented");
+  const std::string bl_path = "pre_tokenizer.pretokenizers[1]";
+  if (p.type_of(list[1], bl_path) != "ByteLevel") p.fail(bl_path + ".type", &list[1]["type"], "expected ByteLevel");
+  parse_byte_level_pre(p, list[1], bl_path, false);
+}
+
+// The post-processor may only add a BOS ("<bos> $A"); ByteLevel post-processing changes offsets only.
+void parse_template(const Parser& p, const json& tp, const std::string& path, TokenizerData& out,
+                    const std::unordered_map<std::string, uint32_t>& ids_by_content) {
+  const json& single = p.require(tp, "single", path);
+  auto is_sequence_a = [](const json& item) {
+    return item.is_object() && item.contains("Sequence") && item["Sequence"].value("id", "") == "A";
+  };
+  if (single.is_array() && single.size() == 1 && is_sequence_a(single[0])) return;
+  if (!single.is_array() || single.size() != 2 || !single[0].is_object() || !single[0].contains("SpecialToken") ||
+      !is_sequence_a(single[1])) {
+    p.fail(path + ".single", &single, "only \"$A\" and \"<special> $A\" templates are implemented");
+  }
+  const std::string special = single[0]["SpecialToken"].value("id", "");
+  const json& specials = p.require(tp, "special_tokens", path);
+  const json* entry = specials.is_object() ? p.find(specials, special.c_str()) : nullptr;
+  if (entry == nullptr) p.fail(path + ".special_tokens", &specials, "no entry for \"" + special + "\"");
+  const json* ids = p.find(*entry, "ids");
+  if (ids == nullptr || !ids->is_array() || ids->size() != 1 || !(*ids)[0].is_number_unsigned()) {
+    p.fail(path + ".special_tokens." + special + ".ids", ids, "expected exactly one id");
+  }
+  out.add_bos = true;
+  out.bos_id = (*ids)[0].get<uint32_t>();
+  auto it = ids_by_content.find(special);
+  if (it != ids_by_content.end() && it->second != out.bos_id) {
+    p.fail(path + ".special_tokens." + special + ".ids", ids, "does not match the token's id");
+  }
+}
+
+void parse_post_processor(const Parser& p, const json& root, TokenizerData& out,
+                          const std::unordered_map<std::string, uint32_t>& ids_by_content) {
+  const json* pp = p.find(root, "post_processor");
+  if (pp == nullptr || pp->is_null()) return;
+  const std::string type = p.type_of(*pp, "post_processor");
+  if (type == "ByteLevel") return;
+  if (type == "TemplateProcessing") return parse_template(p, *pp, "post_processor", out, ids_by_content);
+  if (type != "Sequence") p.fail("post_processor.type", &(*pp)["type"], "only ByteLevel and TemplateProcessing are implemented");
+  const json& list = p.require(*pp, "processors", "post_processor");
+  if (!list.is_array()) p.fail("post_processor.processors", &list, "expected an array");
+  for (size_t i = 0; i < list.size(); ++i) {
+    const std::string path = "post_processor.processors[" + std::to_string(i) + "]";
+    const std::string t = p.type_of(list[i], path);
+    if (t == "ByteLevel") continue;
+    if (t != "TemplateProcessing" || out.add_bos) p.fail(path + ".type", &list[i]["type"], "only ByteLevel and one TemplateProcessing are implemented");
+    parse_template(p, list[i], path, out, ids_by_content);
+  }
+}
+
+void parse_model(const Parser& p, const json& root, TokenizerData& out,
+                 std::unordered_map<std::string, uint32_t>& vocab_ids) {
+  const json& m = p.require(root, "model", "");
+  const std::string type = p.type_of(m, "model");
+  if (type != "BPE") p.fail("model.type", &m["type"], "only BPE is implemented");
+  const json* dropout = p.find(m, "dropout");
+  if (dropout != nullptr && !dropout->is_null()) p.fail("model.dropout", dropout, "BPE dropout is not implemented");
+  const json* unk = p.find(m, "unk_token");
+  if (unk != nullptr && !unk->is_null()) p.fail("model.unk_token", unk, "unk_token is not implemented (byte-level BPE needs none)");
+  for (const char* key : {"continuing_subword_prefix", "end_of_word_suffix"}) {
+    const json* v = p.find(m, key);
+    if (v != nullptr && !v->is_null() && *v != "") p.fail(std::string("model.") + key, v, "only null or \"\" is implemented");
+  }
+  p.expect_bool(m, "byte_fallback", false, "model", "byte_fallback is not implemented");
+  out.ignore_merges = p.get_bool(m, "ignore_merges", false, "model");
+
+  const json& vocab = p.require(m, "vocab", "model");
+  if (!vocab.is_object()) p.fail("model.vocab", nullptr, "expected an object");
+  std::vector<const std::string*> by_id(vocab.size(), nullptr);
+  for (auto it = vocab.begin(); it != vocab.end(); ++it) {
+    if (!it.value().is_number_unsigned() || it.value().get<uint64_t>() >= vocab.size()) {
+      p.fail("model.vocab[\"" + it.key() + "\"]", &it.value(), "ids must be 0 .. vocab size - 1");
+    }
+    const uint32_t id = it.value().get<uint32_t>();
+    if (by_id[id] != nullptr) p.fail("model.vocab[\"" + it.key() + "\"]", &it.value(), "id used twice");
+    by_id[id] = &it.key();
+    vocab_ids[it.key()] = id;
+  }
+  out.model_token_count = static_cast<uint32_t>(vocab.size());
+  out.token_offsets.assign(1, 0);
+  std::string bytes;
+  for (uint32_t id = 0; id < out.model_token_count; ++id) {
+    if (!byte_level_bytes(*by_id[id], &bytes)) {
+      p.fail("model.vocab[\"" + *by_id[id] + "\"]", nullptr, "token has characters outside the byte-level alphabet");
+    }
+    out.token_bytes.insert(out.token_bytes.end(), bytes.begin(), bytes.end());
+    out.token_offsets.push_back(static_cast<uint32_t>(out.token_bytes.size()));
+  }
+
+  const json& merges = p.require(m, "merges", "model");
+  if (!merges.is_array()) p.fail("model.merges", nullptr, "expected an array");
+  for (size_t i = 0; i < merges.size(); ++i) {
+    const json& merge = merges[i];
+    std::string left, right;
+    if (merge.is_string()) {  // "left right" (tokenizers < 0.20 and the released files)
+      const std::string s = merge.get<std::string>();
+      const size_t space = s.find(' ');
+      if (space == std::string::npos || s.find(' ', space + 1) != std::string::npos) {
+        p.fail("model.merges[" + std::to_string(i) + "]", &merge, "expected two tokens separated by one space");
+      }
+      left = s.substr(0, space);
+      right = s.substr(space + 1);
+    } else if (merge.is_array() && merge.size() == 2 && merge[0].is_string() && merge[1].is_string()) {
+      left = merge[0].get<std::string>();
+      right = merge[1].get<std::string>();
+    } else {
+      p.fail("model.merges[" + std::to_string(i) + "]", &merge, "expected \"a b\" or [\"a\", \"b\"]");
+    }
+    auto l = vocab_ids.find(left), r = vocab_ids.find(right), joined = vocab_ids.find(left + right);
+    if (l == vocab_ids.end() || r == vocab_ids.end() || joined == vocab_ids.end()) {
+      p.fail("model.merges[" + std::to_string(i) + "]", &merge, "a token or the merged token is not in model.vocab");
+    }
+    out.merges.push_back({l->second, r->second});
+  }
+}
+
+void parse_added_tokens(const Parser& p, const json& root, TokenizerData& out,
+                        const std::unordered_map<std::string, uint32_t>& vocab_ids,
+                        std::unordered_map<std::string, uint32_t>& ids_by_content) {
+  const json* list = p.find(root, "added_tokens");
+  if (list == nullptr || list->is_null()) return;
+  if (!list->is_array()) p.fail("added_tokens", nullptr, "expected an array");
+  std::vector<std::string> added_bytes;
+  std::vector<bool> is_added;
+  bool any_normalized = false, any_verbatim = false;
+  for (size_t i = 0; i < list->size(); ++i) {
+    const json& a = (*list)[i];
+    const std::string path = "added_tokens[" + std::to_string(i) + "]";
+    if (!a.is_object()) p.fail(path, &a, "expected an object");
+    const json& id = p.require(a, "id", path);
+    const json& content = p.require(a, "content", path);
+    if (!id.is_number_unsigned()) p.fail(path + ".id", &id, "expected an id");
+    if (!content.is_string() || content.get<std::string>().empty()) p.fail(path + ".content", &content, "expected a non-empty string");
+    for (const char* flag : {"single_word", "lstrip", "rstrip"}) {
+      p.expect_bool(a, flag, false, path, "this added-token option is not implemented");
+    }
+    // normalized = true matches after normalization: the same text only when there is no normalizer.
+    // HF splits the normalized=false tokens out first and the others in a second pass: with a mix
+    // of both the single leftmost-longest pass of the runtime could differ.
+    const bool normalized = p.get_bool(a, "normalized", false, path);
+    if (normalized && out.normalizer != llm::NormalizerKind::None) {
+      p.fail(path + ".normalized", &a["normalized"], "matching added tokens after the normalizer is not implemented");
+    }
+    (normalized ? any_normalized : any_verbatim) = true;
+    if (any_normalized && any_verbatim) {
+      p.fail(path + ".normalized", &a["normalized"], "a mix of normalized and verbatim added tokens is not implemented");
+    }
+    TokenizerData::AddedToken token{id.get<uint32_t>(), content.get<std::string>(), p.get_bool(a, "special", false, path)};
+    if (!ids_by_content.emplace(token.content, token.id).second) p.fail(path + ".content", &content, "listed twice");
+    if (token.id < out.model_token_count) {
+      // HF gives an added token that is already in the vocabulary that token's id.
+      auto it = vocab_ids.find(token.content);
+      if (it == vocab_ids.end() || it->second != token.id) {
+        p.fail(path + ".id", &id, "is a model.vocab id with other content");
+      }
+    } else {
+      const size_t index = token.id - out.model_token_count;
+      if (index >= added_bytes.size()) {
+        added_bytes.resize(index + 1);
+        is_added.resize(index + 1, false);
+      }
+      if (is_added[index]) p.fail(path + ".id", &id, "used by two added tokens");
+      is_added[index] = true;
+      byte_level_bytes(token.content, &added_bytes[index]);
+    }
+    out.added_tokens.push_back(std::move(token));
+  }
+  for (size_t i = 0; i < added_bytes.size(); ++i) {
+    if (!is_added[i]) {
+      p.fail("added_tokens", nullptr, "id " + std::to_string(out.model_token_count + i) +
+                                          " is neither in model.vocab nor an added token (ids must be dense)");
+    }
+    out.token_bytes.insert(out.token_bytes.end(), added_bytes[i].begin(), added_bytes[i].end());
+    out.token_offsets.push_back(static_cast<uint32_t>(out.token_bytes.size()));
+  }
+}
+
+void parse_decoder(const Parser& p, const json& root) {
+  const json* d = p.find(root, "decoder");
+  if (d == nullptr || d->is_null()) p.fail("decoder", d, "a ByteLevel decoder is required (HF joins tokens with spaces without one)");
+  if (p.type_of(*d, "decoder") != "ByteLevel") p.fail("decoder.type", &(*d)["type"], "only ByteLevel is implemented");
+}
+
+// A special-token field of tokenizer_config.json: a string, null, or {"content": ...}.
+std::string config_token(const Parser& p, const json& config, const char* key) {
+  const json* v = p.find(config, key);
+  if (v == nullptr || v->is_null()) return "";
+  if (v->is_string()) return v->get<std::string>();
+  if (v->is_object() && v->contains("content") && (*v)["content"].is_string()) return (*v)["content"].get<std::string>();
+  p.fail(key, v, "expected a string, null or {\"content\": ...}");
+}
+
+void parse_config(const std::string& text, const std::string& name, TokenizerData& out,
+                  const std::unordered_map<std::string, uint32_t>& vocab_ids,
+                  const std::unordered_map<std::string, uint32_t>& ids_by_content) {
+  const Parser p(name);
+  json config;
+  try {
+    config = json::parse(text);
+  } catch (const json::exception& e) {
+    throw TokenizerJsonError(name + ": not valid JSON: " + e.what());
+  }
+  if (!config.is_object()) p.fail("(root)", nullptr, "expected an object");
+  if (const json* t = p.find(config, "chat_template"); t != nullptr && !t->is_null()) {
+    if (t->is_string()) {
+      out.chat_template = t->get<std::string>();
+    } else if (t->is_array()) {  // [{"name": ..., "template": ...}]: the "default" one
+      for (const json& named : *t) {
+        if (named.is_object() && named.value("name", "") == "default") out.chat_template = named.value("template", "");
+      }
+      if (out.chat_template.empty()) p.fail("chat_template", t, "a list of templates without a \"default\" one");
+    } else {
+      p.fail("chat_template", t, "expected a string");
+    }
+  }
+  out.bos_token = config_token(p, config, "bos_token");
+  out.eos_token = config_token(p, config, "eos_token");
+  auto resolve = [&](const std::string& token, const char* key) -> int32_t {
+    if (token.empty()) return -1;
+    auto it = ids_by_content.find(token);
+    if (it != ids_by_content.end()) return static_cast<int32_t>(it->second);
+    it = vocab_ids.find(token);
+    if (it != vocab_ids.end()) return static_cast<int32_t>(it->second);
+    p.fail(key, &config[key], "not a token of the tokenizer");
+  };
+  out.bos_token_id = resolve(out.bos_token, "bos_token");
+  out.eos_token_id = resolve(out.eos_token, "eos_token");
+}
+
+}  // namespace
+
+uint32_t byte_level_char(uint8_t b) { return byte_level_map().to_char[b]; }
+
+TokenizerData parse_tokenizer_json(const std::string& tokenizer_json, const std::string& config_json,
+                                   const std::string& name) {
+  const Parser p(name);
+  json root;
+  try {
+    root = json::parse(tokenizer_json);
+  } catch (const json::exception& e) {
+    throw TokenizerJsonError(name + ": not valid JSON: " + e.what());
+  }
+  if (!root.is_object()) p.fail("(root)", nullptr, "expected an object");
+  for (const char* key : {"truncation", "padding"}) {
+    const json* v = p.find(root, key);
+    if (v != nullptr && !v->is_null()) p.fail(key, v, "is not implemented (must be null)");
+  }
+  TokenizerData out;
+  std::unordered_map<std::string, uint32_t> vocab_ids, ids_by_content;
+  parse_normalizer(p, root, out);
+  parse_pre_tokenizer(p, root, out);
+  parse_model(p, root, out, vocab_ids);
+  parse_added_tokens(p, root, out, vocab_ids, ids_by_content);
+  parse_post_processor(p, root, out, ids_by_content);
+  parse_decoder(p, root);
+  if (out.add_bos && out.bos_id >= out.token_offsets.size() - 1) {
+    p.fail("post_processor", nullptr, "the BOS id " + std::to_string(out.bos_id) + " is not a token");
+  }
+  if (!config_json.empty()) {
+    const std::string config_name = name.size() >= 14 && name.compare(name.size() - 14, 14, "tokenizer.json") == 0
+                                        ? name.substr(0, name.size() - 14) + "tokenizer_config.json"
+                                        : "tokenizer_config.json";
+    parse_config(config_json, config_name, out, vocab_ids, ids_by_content);
+  }
+  return out;
+}
+
+TokenizerData load_tokenizer_json(const std::string& tokenizer_path, const std::string& config_path) {
+  auto read = [](const std::string& path) {
+    std::ifstream in(path, std::ios::binary);
+    if (!in) throw TokenizerJsonError(path + ": cannot read the file");
+    std::ostringstream s;
+    s << in.rdbuf();
+    return s.str();
+  };
+  const std::string config = config_path.empty() ? std::string() : read(config_path);
+  return parse_tokenizer_json(read(tokenizer_path), config, tokenizer_path);
+}
+
+llm::TokenizerDesc make_tokenizer_desc(const TokenizerData& data, std::vector<llm::AddedTokenDesc>* added_views) {
+  added_views->clear();
+  for (const TokenizerData::AddedToken& a : data.added_tokens) {
+    added_views->push_back({a.id, a.content.data(), static_cast<uint32_t>(a.content.size()), a.special});
+  }
+  llm::TokenizerDesc desc;
+  desc.token_bytes = Span<const uint8_t>(data.token_bytes.data(), data.token_bytes.size());
+  desc.token_offsets = Span<const uint32_t>(data.token_offsets.data(), data.token_offsets.size());
+  desc.model_token_count = data.model_token_count;
+  desc.merges = Span<const llm::MergeRule>(data.merges.data(), data.merges.size());
+  desc.added_tokens = Span<const llm::AddedTokenDesc>(added_views->data(), added_views->size());
+  desc.pre_tokenizer = data.pre_tokenizer;
+  desc.normalizer = data.normalizer;
+  desc.ignore_merges = data.ignore_merges;
+  desc.add_bos = data.add_bos;
+  desc.bos_id = data.bos_id;
+  return desc;
+}
+
+}  // namespace ember::tools
