@@ -1,0 +1,219 @@
+#include "exporter/importers/hf_llm/safetensors.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <limits>
+#include <nlohmann/json.hpp>
+#include <stdexcept>
+#include <utility>
+
+namespace ember::exporter::hf {
+namespace {
+
+using json = nlohmann::json;
+
+[[noreturn]] void fail(const std::string& file, const std::string& what) {
+  throw std::runtime_error(file + ": " + what);
+}
+
+// The safetensors dtype names Ember takes (element sizes in bits follow from the ScalarType).
+ScalarType dtype_of(const std::string& name) {
+  static const std::map<std::string, ScalarType> kTypes = {
+      {"F32", ScalarType::F32},        {"F16", ScalarType::F16},          {"BF16", ScalarType::BF16},
+      {"F64", ScalarType::F64},        {"I8", ScalarType::I8},            {"U8", ScalarType::U8},
+      {"I16", ScalarType::I16},        {"I32", ScalarType::I32},          {"I64", ScalarType::I64},
+      {"BOOL", ScalarType::Bool},      {"F8_E4M3", ScalarType::F8E4M3FN}, {"F8_E5M2", ScalarType::F8E5M2},
+      {"F8_E8M0", ScalarType::E8M0}};
+  auto it = kTypes.find(name);
+  return it == kTypes.end() ? ScalarType::Invalid : it->second;
+}
+
+constexpr uint64_t kMaxHeaderBytes = uint64_t(100) << 20;  // the safetensors reference's own limit
+
+}  // namespace
+
+int64_t SafeTensor::numel() const {
+  int64_t n = 1;
+  for (int64_t d : shape) n *= d;
+  return n;
+}
+
+std::unique_ptr<SafetensorsFile> SafetensorsFile::open(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) fail(path, std::string("cannot open: ") + std::strerror(errno));
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) {
+    ::close(fd);
+    fail(path, std::string("cannot stat: ") + std::strerror(errno));
+  }
+  std::unique_ptr<SafetensorsFile> file(new SafetensorsFile());
+  file->size_ = static_cast<size_t>(st.st_size);
+  if (file->size_ < 8) {
+    ::close(fd);
+    fail(path, "file of " + std::to_string(file->size_) + " bytes is shorter than the 8-byte header length");
+  }
+  void* map = ::mmap(nullptr, file->size_, PROT_READ, MAP_PRIVATE, fd, 0);
+  ::close(fd);
+  if (map == MAP_FAILED) fail(path, std::string("cannot mmap: ") + std::strerror(errno));
+  file->map_ = map;
+  const auto* bytes = static_cast<const uint8_t*>(map);
+  uint64_t header = 0;
+  for (int i = 7; i >= 0; --i) header = header << 8 | bytes[i];
+  if (header > kMaxHeaderBytes || header > file->size_ - 8) {
+    fail(path, "header length " + std::to_string(header) + " exceeds the file (" + std::to_string(file->size_) +
+                   " bytes) or 100 MiB");
+  }
+  json j;
+  try {
+    j = json::parse(reinterpret_cast<const char*>(bytes + 8), reinterpret_cast<const char*>(bytes + 8 + header));
+  } catch (const json::exception& e) {
+    fail(path, std::string("header is not valid JSON: ") + e.what());
+  }
+  if (!j.is_object()) fail(path, "header is not a JSON object");
+  const uint64_t data_begin = 8 + header, data_size = file->size_ - data_begin;
+  std::vector<std::pair<uint64_t, uint64_t>> ranges;
+  for (auto it = j.begin(); it != j.end(); ++it) {
+    const std::string& name = it.key();
+    if (name == "__metadata__") {
+      if (!it->is_object()) fail(path, "__metadata__ is not an object");
+      for (auto m = it->begin(); m != it->end(); ++m) {
+        if (!m->is_string()) fail(path, "__metadata__." + m.key() + " is not a string");
+        file->metadata_[m.key()] = m->get<std::string>();
+      }
+      continue;
+    }
+    const json& t = *it;
+    const std::string where = "tensor '" + name + "'";
+    if (!t.is_object() || !t.contains("dtype") || !t.contains("shape") || !t.contains("data_offsets")) {
+      fail(path, where + ": needs dtype, shape and data_offsets");
+    }
+    SafeTensor st;
+    st.name = name;
+    st.file = path;
+    if (!t["dtype"].is_string()) fail(path, where + ": dtype is not a string");
+    st.dtype_name = t["dtype"].get<std::string>();
+    st.dtype = dtype_of(st.dtype_name);
+    if (st.dtype == ScalarType::Invalid) fail(path, where + ": unsupported dtype " + st.dtype_name);
+    if (!t["shape"].is_array()) fail(path, where + ": shape is not an array");
+    uint64_t numel = 1;
+    for (const json& d : t["shape"]) {
+      if (!d.is_number_unsigned() || d.get<uint64_t>() > (uint64_t(1) << 40)) {
+        fail(path, where + ": shape entry " + d.dump() + " is not a dimension");
+      }
+      const uint64_t v = d.get<uint64_t>();
+      if (v != 0 && numel > (uint64_t(1) << 50) / v) fail(path, where + ": shape " + t["shape"].dump() + " too large");
+      numel *= v;
+      st.shape.push_back(static_cast<int64_t>(v));
+    }
+    const json& off = t["data_offsets"];
+    if (!off.is_array() || off.size() != 2 || !off[0].is_number_unsigned() || !off[1].is_number_unsigned()) {
+      fail(path, where + ": data_offsets " + off.dump() + " is not [begin, end]");
+    }
+    const uint64_t begin = off[0].get<uint64_t>(), end = off[1].get<uint64_t>();
+    if (begin > end || end > data_size) {
+      fail(path, where + ": data_offsets [" + std::to_string(begin) + ", " + std::to_string(end) +
+                     "] outside the " + std::to_string(data_size) + " data bytes");
+    }
+    const uint64_t bits = uint64_t(bits_of(st.dtype)) * numel;
+    if (bits % 8 != 0 || end - begin != bits / 8) {
+      fail(path, where + ": " + std::to_string(end - begin) + " bytes for " + st.dtype_name + " shape " +
+                     t["shape"].dump() + " (needs " + std::to_string(bits / 8) + ")");
+    }
+    st.data = bytes + data_begin + begin;
+    st.nbytes = static_cast<size_t>(end - begin);
+    if (st.nbytes > 0) ranges.emplace_back(begin, end);
+    file->tensors_.emplace(name, std::move(st));
+  }
+  std::sort(ranges.begin(), ranges.end());
+  for (size_t i = 1; i < ranges.size(); ++i) {
+    if (ranges[i].first < ranges[i - 1].second) {
+      fail(path, "two tensors overlap at data offset " + std::to_string(ranges[i].first));
+    }
+  }
+  return file;
+}
+
+SafetensorsFile::~SafetensorsFile() {
+  if (map_ != nullptr) ::munmap(map_, size_);
+}
+
+Checkpoint Checkpoint::open(const std::string& dir) {
+  namespace fs = std::filesystem;
+  Checkpoint ckpt;
+  const fs::path single = fs::path(dir) / "model.safetensors";
+  const fs::path index = fs::path(dir) / "model.safetensors.index.json";
+  if (fs::exists(index)) {
+    std::ifstream in(index);
+    json j;
+    try {
+      j = json::parse(in);
+    } catch (const json::exception& e) {
+      fail(index.string(), std::string("not valid JSON: ") + e.what());
+    }
+    if (!j.contains("weight_map") || !j["weight_map"].is_object()) fail(index.string(), "no weight_map object");
+    std::map<std::string, std::shared_ptr<SafetensorsFile>> shards;
+    for (auto it = j["weight_map"].begin(); it != j["weight_map"].end(); ++it) {
+      if (!it->is_string()) fail(index.string(), "weight_map." + it.key() + " is not a file name");
+      const std::string shard = it->get<std::string>();
+      if (shard.find('/') != std::string::npos || shard == ".." || shard.empty()) {
+        fail(index.string(), "weight_map." + it.key() + " names '" + shard + "', not a file in the folder");
+      }
+      if (shards.count(shard) == 0) shards[shard] = SafetensorsFile::open((fs::path(dir) / shard).string());
+      const auto& tensors = shards[shard]->tensors();
+      auto t = tensors.find(it.key());
+      if (t == tensors.end()) fail(index.string(), "tensor '" + it.key() + "' is not in " + shard);
+      ckpt.tensors_[it.key()] = &t->second;
+    }
+    for (const auto& [name, file] : shards) {
+      for (const auto& [tname, t] : file->tensors()) {
+        if (ckpt.tensors_.count(tname) == 0 || ckpt.tensors_[tname] != &t) {
+          fail(index.string(), "tensor '" + tname + "' of " + name + " is not mapped to that file by the index");
+        }
+      }
+      ckpt.files_.push_back(file);
+    }
+  } else if (fs::exists(single)) {
+    auto file = std::shared_ptr<SafetensorsFile>(SafetensorsFile::open(single.string()));
+    for (const auto& [name, t] : file->tensors()) ckpt.tensors_[name] = &t;
+    ckpt.files_.push_back(file);
+  } else {
+    fail(dir, "neither model.safetensors nor model.safetensors.index.json");
+  }
+  return ckpt;
+}
+
+const SafeTensor* Checkpoint::find(const std::string& name) const {
+  auto it = tensors_.find(name);
+  return it == tensors_.end() ? nullptr : it->second;
+}
+
+const SafeTensor& Checkpoint::take(const std::string& name) {
+  const SafeTensor* t = find(name);
+  if (t == nullptr) throw std::runtime_error("checkpoint has no tensor '" + name + "'");
+  if (!taken_.insert(name).second) throw std::runtime_error("tensor '" + name + "' taken twice");
+  return *t;
+}
+
+std::vector<std::string> Checkpoint::leftovers() const {
+  std::vector<std::string> out;
+  for (const auto& [name, t] : tensors_) {
+    if (taken_.count(name) == 0) out.push_back(name);
+  }
+  return out;
+}
+
+uint64_t Checkpoint::total_bytes() const {
+  uint64_t total = 0;
+  for (const auto& [name, t] : tensors_) total += t->nbytes;
+  return total;
+}
+
+}  // namespace ember::exporter::hf

@@ -1,0 +1,241 @@
+// exporter/importers/hf_llm: the safetensors reader (the generated tiny checkpoints, single and
+// sharded, and hand-made hostile files) and config.json parsing with RoPE inverse frequencies.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "exporter/importers/hf_llm/config.h"
+#include "exporter/importers/hf_llm/safetensors.h"
+
+namespace ember::exporter::hf {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string Checkpoints() { return EMBER_LLM_CHECKPOINTS; }
+
+fs::path TempDir(const std::string& name) {
+  const fs::path dir = fs::path(::testing::TempDir()) / ("hf_llm_" + name);
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  return dir;
+}
+
+// A safetensors file with the given header JSON and `data` bytes after it.
+void WriteSafetensors(const fs::path& path, const std::string& header, size_t data, int64_t length = -1) {
+  std::ofstream out(path, std::ios::binary);
+  const uint64_t n = length >= 0 ? uint64_t(length) : header.size();
+  for (int i = 0; i < 8; ++i) out.put(static_cast<char>(n >> (8 * i)));
+  out << header;
+  for (size_t i = 0; i < data; ++i) out.put(static_cast<char>(i));
+}
+
+// The message of the runtime_error that fn throws ("" if none).
+template <class Fn>
+std::string ErrorOf(Fn fn) {
+  try {
+    fn();
+  } catch (const std::runtime_error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(SafetensorsTest, ReadsTheGeneratedCheckpoints) {
+  // Sharded (llama_f32: two files and an index) and single-file checkpoints.
+  for (const char* name : {"llama_f32", "qwen2_bf16", "qwen3_fp8"}) {
+    SCOPED_TRACE(name);
+    Checkpoint ckpt = Checkpoint::open(Checkpoints() + "/" + name);
+    const LlmConfig config = load_config(Checkpoints() + "/" + name);
+    const SafeTensor& embed = ckpt.take("model.embed_tokens.weight");
+    EXPECT_EQ(embed.shape, (std::vector<int64_t>{config.vocab_size, config.hidden_size}));
+    EXPECT_EQ(int64_t(embed.nbytes), embed.numel() * (embed.dtype == ScalarType::F32 ? 4 : 2));
+    const SafeTensor* q = ckpt.find("model.layers.0.self_attn.q_proj.weight");
+    ASSERT_NE(q, nullptr);
+    EXPECT_EQ(q->shape, (std::vector<int64_t>{config.num_heads * config.head_dim, config.hidden_size}));
+    EXPECT_EQ(ckpt.leftovers().size(), ckpt.size() - 1);
+    EXPECT_NE(ErrorOf([&] { ckpt.take("model.embed_tokens.weight"); }).find("taken twice"), std::string::npos);
+    EXPECT_NE(ErrorOf([&] { ckpt.take("no.such.tensor"); }).find("no.such.tensor"), std::string::npos);
+  }
+  Checkpoint fp8 = Checkpoint::open(Checkpoints() + "/qwen3_fp8");
+  const SafeTensor* w = fp8.find("model.layers.0.mlp.down_proj.weight");
+  const SafeTensor* s = fp8.find("model.layers.0.mlp.down_proj.weight_scale_inv");
+  ASSERT_NE(w, nullptr);
+  ASSERT_NE(s, nullptr);
+  EXPECT_EQ(w->dtype, ScalarType::F8E4M3FN);
+  EXPECT_EQ(s->shape, (std::vector<int64_t>{(w->shape[0] + 127) / 128, (w->shape[1] + 127) / 128}));
+}
+
+TEST(SafetensorsTest, RefusesHostileFiles) {
+  const fs::path dir = TempDir("hostile");
+  struct Case {
+    const char* what;
+    std::string header;
+    size_t data;
+    int64_t length;
+    const char* expect;
+  };
+  const Case cases[] = {
+      {"empty header", "", 0, 0, "not valid JSON"},
+      {"length past the end", "{}", 0, 1000, "exceeds the file"},
+      {"not JSON", "{\"a\":", 0, -1, "not valid JSON"},
+      {"not an object", "[1,2]", 0, -1, "not a JSON object"},
+      {"fields", R"({"t":{"dtype":"F32","shape":[1]}})", 4, -1, "needs dtype"},
+      {"dtype", R"({"t":{"dtype":"F128","shape":[1],"data_offsets":[0,16]}})", 16, -1, "unsupported dtype F128"},
+      {"negative dim", R"({"t":{"dtype":"F32","shape":[-1],"data_offsets":[0,4]}})", 4, -1, "not a dimension"},
+      {"offsets past data", R"({"t":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}})", 4, -1, "outside the 4"},
+      {"reversed offsets", R"({"t":{"dtype":"F32","shape":[0],"data_offsets":[4,0]}})", 4, -1, "outside"},
+      {"byte count", R"({"t":{"dtype":"BF16","shape":[3],"data_offsets":[0,4]}})", 4, -1, "needs 6"},
+      {"overlap",
+       R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},"b":{"dtype":"F32","shape":[1],"data_offsets":[4,8]}})",
+       8, -1, "overlap"},
+      {"metadata", R"({"__metadata__":{"format":1}})", 0, -1, "not a string"},
+  };
+  for (const Case& c : cases) {
+    const fs::path path = dir / "model.safetensors";
+    WriteSafetensors(path, c.header, c.data, c.length);
+    const std::string error = ErrorOf([&] { SafetensorsFile::open(path.string()); });
+    EXPECT_NE(error.find(c.expect), std::string::npos) << c.what << ": " << error;
+    EXPECT_NE(error.find(path.string()), std::string::npos) << c.what << ": the message names the file";
+  }
+  {
+    std::ofstream(dir / "model.safetensors", std::ios::binary) << "abc";
+    const std::string error = ErrorOf([&] { SafetensorsFile::open((dir / "model.safetensors").string()); });
+    EXPECT_NE(error.find("shorter than the 8-byte header length"), std::string::npos) << error;
+  }
+  // A good file reads.
+  WriteSafetensors(dir / "model.safetensors",
+                   R"({"__metadata__":{"format":"pt"},"w":{"dtype":"F8_E4M3","shape":[2,3],"data_offsets":[0,6]}})", 6);
+  Checkpoint ok = Checkpoint::open(dir.string());
+  EXPECT_EQ(ok.take("w").nbytes, 6u);
+  EXPECT_TRUE(ok.leftovers().empty());
+  EXPECT_NE(ErrorOf([&] { Checkpoint::open(TempDir("empty").string()); }).find("neither model.safetensors"),
+            std::string::npos);
+}
+
+TEST(SafetensorsTest, RefusesInconsistentShardIndex) {
+  const fs::path dir = TempDir("shards");
+  WriteSafetensors(dir / "a.safetensors",
+                   R"({"x":{"dtype":"F32","shape":[1],"data_offsets":[0,4]},"y":{"dtype":"F32","shape":[1],"data_offsets":[4,8]}})", 8);
+  auto index = [&](const std::string& map) {
+    std::ofstream(dir / "model.safetensors.index.json") << R"({"metadata":{},"weight_map":)" << map << "}";
+  };
+  index(R"({"x":"a.safetensors","y":"a.safetensors"})");
+  EXPECT_EQ(Checkpoint::open(dir.string()).size(), 2u);
+  index(R"({"x":"a.safetensors"})");
+  EXPECT_NE(ErrorOf([&] { Checkpoint::open(dir.string()); }).find("'y' of a.safetensors is not mapped"),
+            std::string::npos);
+  index(R"({"x":"a.safetensors","y":"a.safetensors","z":"a.safetensors"})");
+  EXPECT_NE(ErrorOf([&] { Checkpoint::open(dir.string()); }).find("'z' is not in a.safetensors"), std::string::npos);
+  index(R"({"x":"../a.safetensors"})");
+  EXPECT_NE(ErrorOf([&] { Checkpoint::open(dir.string()); }).find("not a file in the folder"), std::string::npos);
+  index(R"({"x":"b.safetensors"})");
+  EXPECT_NE(ErrorOf([&] { Checkpoint::open(dir.string()); }).find("cannot open"), std::string::npos);
+}
+
+TEST(LlmConfigTest, ReadsTheThreeFamilies) {
+  const LlmConfig llama = load_config(Checkpoints() + "/llama_f32");
+  EXPECT_EQ(llama.family, Family::Llama);
+  EXPECT_FALSE(llama.tie_word_embeddings);
+  EXPECT_FALSE(llama.attention_bias);
+  EXPECT_EQ(llama.rope_scaling.type, RopeScaling::Type::Llama3);
+  EXPECT_EQ(llama.num_kv_heads, 2);
+  EXPECT_FALSE(llama.eos_token_ids.empty());
+  const LlmConfig qwen2 = load_config(Checkpoints() + "/qwen2_bf16");
+  EXPECT_EQ(qwen2.family, Family::Qwen2);
+  EXPECT_TRUE(qwen2.attention_bias);
+  EXPECT_TRUE(qwen2.tie_word_embeddings);
+  EXPECT_EQ(qwen2.torch_dtype, "bfloat16");
+  EXPECT_EQ(qwen2.eos_token_ids.size(), 2u);  // generation_config.json's list wins over config.json's id
+  EXPECT_EQ(qwen2.top_k, 20);
+  const LlmConfig qwen3 = load_config(Checkpoints() + "/qwen3_fp8");
+  EXPECT_EQ(qwen3.family, Family::Qwen3);
+  EXPECT_TRUE(qwen3.qk_norm);
+  EXPECT_TRUE(qwen3.fp8);
+  EXPECT_EQ(qwen3.fp8_block_n, 128);
+  EXPECT_EQ(qwen3.fp8_block_k, 128);
+  const LlmConfig qwen3_f32 = load_config(Checkpoints() + "/qwen3_f32");
+  EXPECT_EQ(qwen3_f32.head_dim, 64);  // explicit head_dim != hidden / heads
+  EXPECT_NE(qwen3_f32.head_dim * qwen3_f32.num_heads, qwen3_f32.hidden_size);
+}
+
+// The llama3 rule in double from its definition (transformers' _compute_llama3_parameters).
+std::vector<double> Llama3InvFreq(const LlmConfig& c) {
+  std::vector<double> out;
+  const RopeScaling& r = c.rope_scaling;
+  const double old_len = double(r.original_max_position_embeddings);
+  for (int64_t i = 0; i < c.head_dim / 2; ++i) {
+    const double f = 1.0 / std::pow(c.rope_theta, double(2 * i) / double(c.head_dim));
+    const double wavelen = 2 * M_PI / f;
+    if (wavelen < old_len / r.high_freq_factor) {
+      out.push_back(f);
+    } else if (wavelen > old_len / r.low_freq_factor) {
+      out.push_back(f / r.factor);
+    } else {
+      const double smooth = (old_len / wavelen - r.low_freq_factor) / (r.high_freq_factor - r.low_freq_factor);
+      out.push_back((1 - smooth) * f / r.factor + smooth * f);
+    }
+  }
+  return out;
+}
+
+TEST(LlmConfigTest, RopeInverseFrequencies) {
+  const LlmConfig llama = load_config(Checkpoints() + "/llama_f32");
+  const std::vector<float> inv = rope_inv_freq(llama);
+  const std::vector<double> expected = Llama3InvFreq(llama);
+  ASSERT_EQ(inv.size(), expected.size());
+  int kept = 0, divided = 0, smoothed = 0;
+  for (size_t i = 0; i < inv.size(); ++i) {
+    EXPECT_NEAR(inv[i], expected[i], 4e-7 * expected[i]) << i;
+    const double plain = 1.0 / std::pow(llama.rope_theta, double(2 * i) / double(llama.head_dim));
+    if (std::fabs(expected[i] - plain) < 1e-12 * plain) ++kept;
+    else if (std::fabs(expected[i] - plain / llama.rope_scaling.factor) < 1e-12 * plain) ++divided;
+    else ++smoothed;
+  }
+  // The tiny checkpoint's original context (64) puts its 16 frequencies in all three regimes.
+  EXPECT_EQ(kept, 2);
+  EXPECT_EQ(smoothed, 1);
+  EXPECT_EQ(divided, 13);
+  LlmConfig plain = llama;
+  plain.rope_scaling = RopeScaling{};
+  const std::vector<float> base = rope_inv_freq(plain);
+  EXPECT_EQ(base[0], 1.0f);
+  EXPECT_NEAR(base[1], 1.0 / std::pow(500000.0, 2.0 / 32.0), 1e-7);
+}
+
+TEST(LlmConfigTest, RefusesWhatItCannotImport) {
+  const fs::path dir = TempDir("config");
+  auto write = [&](const std::string& body) { std::ofstream(dir / "config.json") << body; };
+  const std::string base =
+      R"("vocab_size":100,"hidden_size":64,"intermediate_size":128,"num_hidden_layers":2,)"
+      R"("num_attention_heads":4,"num_key_value_heads":2,"max_position_embeddings":256)";
+  struct Case {
+    std::string body;
+    const char* expect;
+  };
+  const Case cases[] = {
+      {"{" + base + R"(,"model_type":"gpt2"})", "model_type 'gpt2' is not supported"},
+      {"{" + base + R"(,"model_type":"llama","rope_scaling":{"rope_type":"yarn","factor":4}})", "'yarn' is not supported"},
+      {"{" + base + R"(,"model_type":"llama","hidden_act":"gelu"})", "hidden_act 'gelu'"},
+      {"{" + base + R"(,"model_type":"llama","partial_rotary_factor":0.5})", "partial_rotary_factor"},
+      {"{" + base + R"(,"model_type":"qwen3","quantization_config":{"quant_method":"gptq"}})", "'gptq' is not supported"},
+      {R"({"model_type":"llama","vocab_size":100})", "hidden_size missing"},
+      {"{" + base + R"(,"model_type":"llama","num_key_value_heads":3})", "not a multiple of num_key_value_heads"},
+      {"{" + base + R"(,"model_type":"llama","eos_token_id":1000})", "eos token id 1000 outside"},
+      {"{" + base + R"(,"model_type":"llama","head_dim":33})", "head_dim = 33 is odd"},
+      {"{", "not valid JSON"},
+  };
+  for (const Case& c : cases) {
+    write(c.body);
+    const std::string error = ErrorOf([&] { load_config(dir.string()); });
+    EXPECT_NE(error.find(c.expect), std::string::npos) << c.body << " -> " << error;
+  }
+}
+
+}  // namespace
+}  // namespace ember::exporter::hf
