@@ -1,5 +1,5 @@
 # The app-facing archives (DESIGN §1): libruntime.a = platform + core + program + kernel + backend +
-# executor + kernels; one libruntime_<backend>.a per backend. Built from the per-folder targets'
+# executor + kernels; libruntime_llm.a; one libruntime_<backend>.a per backend. Built from the per-folder targets'
 # objects, so the folder DAG stays the link graph inside the project. Installed with headers, a
 # CMake package (ember::runtime, ember::runtime_null) and pkg-config files naming each archive's
 # own dependencies.
@@ -25,9 +25,12 @@ add_library(ember::runtime ALIAS ember_runtime)
 ember_add_archive(ember_runtime_null runtime_null ember_backend_null)
 target_link_libraries(ember_runtime_null INTERFACE ember_runtime)
 add_library(ember::runtime_null ALIAS ember_runtime_null)
+# libruntime_llm.a: the LLM engine (runtime/llm), linked after libruntime.a.
+ember_add_archive(ember_runtime_llm_archive runtime_llm ember_runtime_llm)
+target_link_libraries(ember_runtime_llm_archive INTERFACE ember_runtime)
 
 include(GNUInstallDirs)
-install(TARGETS ember_runtime ember_runtime_null ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR})
+install(TARGETS ember_runtime ember_runtime_null ember_runtime_llm_archive ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR})
 install(DIRECTORY runtime kernels backends DESTINATION include/ember FILES_MATCHING PATTERN "*.h")
 install(FILES ${PROJECT_BINARY_DIR}/schema/program_generated.h DESTINATION include/ember/schema)
 set(EMBER_PC_LIBDIR "\${prefix}/${CMAKE_INSTALL_LIBDIR}")

@@ -104,7 +104,15 @@ std::vector<HostTensor> evaluate_node(const Node& node, const std::vector<const 
     throw ExportError("evaluate: no reference kernel for " + std::string(format_key(key, buf, sizeof(buf))) +
                       " (node '" + node.name + "')");
   }
+  if (info->check_inputs != nullptr && !info->check_inputs(node.attrs, ins.data(), ins.size(), &ctx).is_ok()) {
+    throw ExportError("evaluate " + std::string(info->name) + " '" + node.name + "' (" + sig + "): " + ctx.message);
+  }
   KernelContext kctx;
+  std::vector<uint8_t> scratch;
+  if (entry->scratch != nullptr) {
+    scratch.resize(entry->scratch(node.attrs, ins.data(), ins.size(), outs.data(), outs.size(), 1) + 64);
+    kctx.scratch = Span<uint8_t>(scratch.data(), scratch.size());
+  }
   entry->fn(kctx, node.attrs, ins.data(), ins.size(), outs.data(), outs.size());
   for (size_t o = 0; o < outs.size(); ++o) results[o].bytes.resize(outs[o].nbytes());
   return results;

@@ -3,7 +3,8 @@
 // function. None of them allocates, throws or fails. Large ops split work over ctx.pool by output
 // rows / channels / N, never over a reduction axis, so results are bitwise identical for any thread
 // count; GEMM and convolution also give each output element the same computation whatever M or the
-// batch is (batch invariance). None of them uses ctx.scratch (cpu_scratch_bytes() returns 0).
+// batch is (batch invariance). Only the quantized linears and sample use ctx.scratch (registered
+// ScratchFns).
 #pragma once
 
 #include <cstddef>
@@ -68,6 +69,17 @@ EMBER_CPU_KERNEL(reduce_sum);
 EMBER_CPU_KERNEL(batch_norm);
 // f32 pad, all three modes (movement.cc); other dtypes use the reference.
 EMBER_CPU_KERNEL(pad);
+// LLM ops, the reference's semantics (llm.cc, sample.cc). Units are rows ([.., H] rows of rms_norm,
+// tokens of rope / embedding, blocks of silu_mul, sequences of sample): a row's result never
+// depends on the thread count or on how many rows the call has (batch invariance).
+EMBER_CPU_KERNEL(rms_norm);
+EMBER_CPU_KERNEL(rope);
+EMBER_CPU_KERNEL(silu_mul);
+EMBER_CPU_KERNEL(embedding);
+// sample uses ctx.scratch: sample_scratch(...) bytes (one V-float row and V indices per thread).
+EMBER_CPU_KERNEL(sample);
+size_t sample_scratch(const OpAttrs& attrs, const TensorView* inputs, size_t input_count,
+                      const TensorView* outputs, size_t output_count, size_t threads);
 
 #undef EMBER_CPU_KERNEL
 

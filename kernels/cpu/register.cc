@@ -100,6 +100,22 @@ Status register_cpu_kernels(KernelRegistry& r) {
   EMBER_RETURN_IF_ERROR(add(r, OpCode::ReduceSum, cpu::reduce_sum, {F, F}));
   EMBER_RETURN_IF_ERROR(add(r, OpCode::BatchNorm, cpu::batch_norm, {F, F, F, F, F, F}));
   EMBER_RETURN_IF_ERROR(add(r, OpCode::Pad, cpu::pad, {F, F}));
+  // LLM ops.
+  constexpr ScalarType I = ScalarType::I32;
+  EMBER_RETURN_IF_ERROR(add(r, OpCode::RmsNorm, cpu::rms_norm, {F, F, F}));
+  EMBER_RETURN_IF_ERROR(add(r, OpCode::Rope, cpu::rope, {F, I, F, F}));
+  EMBER_RETURN_IF_ERROR(add(r, OpCode::SiluMul, cpu::silu_mul, {F, F, F}));
+  for (ScalarType w : {F, ScalarType::BF16, ScalarType::F16}) {
+    EMBER_RETURN_IF_ERROR(add(r, OpCode::Embedding, cpu::embedding, {w, I, F}));
+  }
+  {
+    KernelKey key;
+    key.op = OpCode::Sample;
+    key.arg_count = 11;
+    const ScalarType dtypes[] = {F, F, I, F, F, I, I, I, I, I, F};
+    for (int i = 0; i < 11; ++i) key.dtypes[i] = dtypes[i];
+    EMBER_RETURN_IF_ERROR(r.add(key, cpu::sample, kLibrary, cpu::sample_scratch));
+  }
 
   for (ScalarType t : kMovementTypes) {
     EMBER_RETURN_IF_ERROR(add(r, OpCode::Reshape, cpu::reshape, {t, t}));

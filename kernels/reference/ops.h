@@ -70,6 +70,42 @@ EMBER_REFERENCE_KERNEL(pad);
 EMBER_REFERENCE_KERNEL(equal);
 EMBER_REFERENCE_KERNEL(cast);
 
+// LLM ops (llm.cc, sample.cc; DESIGN §4, §6). Shapes and data were checked by the op's shape
+// function and input check (runtime/kernel/op_info_llm.cc); called without the check, a bad id or
+// position gives a zero row / NaN row rather than an out-of-bounds access.
+// rms_norm(x [.., H], weight [H]), NormAttrs over the last dim, HF LlamaRMSNorm in f32:
+//   v = mean(x^2) (sum in double, rounded to f32), r = 1 / sqrt(v + eps) (f32), y = w * (x * r).
+EMBER_REFERENCE_KERNEL(rms_norm);
+// rope(x [T, heads, D], positions [T] i32, inv_freq [D/2]), HF apply_rotary_pos_emb (non-interleaved):
+//   angle_i = f32(position) * inv_freq[i] (f32), c_i = cos(angle_i), s_i = sin(angle_i) (f32 of the
+//   double functions), y[i] = x[i] c_i - x[i + D/2] s_i, y[i + D/2] = x[i + D/2] c_i + x[i] s_i.
+EMBER_REFERENCE_KERNEL(rope);
+// silu_mul(gate, up) = silu(gate) * up (HF act_fn(gate) * up): silu(g) = g / (1 + exp(-g)) in double
+// rounded to f32 (the silu kernel), then an f32 product.
+EMBER_REFERENCE_KERNEL(silu_mul);
+// embedding(weight [V, H] f32 / bf16 / f16, ids [T] i32) -> f32 [T, H]: rows converted exactly.
+EMBER_REFERENCE_KERNEL(embedding);
+// sample(logits [S, V], temperature [S], top_k [S] i32, top_p [S], repetition_penalty [S],
+//        seed [S] i32, position [S] i32, history [S, Hmax] i32, history_len [S] i32)
+//   -> next_ids [S] i32, logprobs [S] f32. Per row, in this order (f32 unless stated):
+//   1. repetition penalty (HF RepetitionPenaltyLogitsProcessor): for each distinct id in
+//      history[0, history_len) with id >= 0 (negative = padding): l = l > 0 ? l / p : l * p.
+//   2. temperature 0: greedy, the first index of the maximum (NaN never wins); logprob =
+//      log_softmax(penalized logits)[id] (double). Otherwise z = l / temperature, then:
+//   3. top_k (k <= 0 or k >= V: off): keep every z >= the k-th largest z (HF TopKLogitsWarper:
+//      ties with the k-th value are all kept).
+//   4. top_p (p >= 1: off): probabilities softmax(z) over the kept set (double); order the kept set
+//      by (z descending, id ascending) and keep its shortest prefix whose probability sum >= top_p
+//      (at least one token; HF TopPLogitsWarper up to rounding and tie order).
+//   5. u = sample_uniform(seed, position) (runtime/core/philox.h, Philox4x32-10; seed read as
+//      uint32); w_i = exp(z_i - max) (double) over the kept set, walked in ascending id order: the
+//      first id whose running sum exceeds u * sum(w) (the last kept id if rounding leaves none).
+//      logprob = log(w_id / sum(w)) (double), i.e. the processed distribution's log-probability.
+//   Scratch: sample_scratch() bytes (the penalized / tempered row and an index array).
+EMBER_REFERENCE_KERNEL(sample);
+size_t sample_scratch(const OpAttrs& attrs, const TensorView* inputs, size_t input_count,
+                      const TensorView* outputs, size_t output_count, size_t threads);
+
 #undef EMBER_REFERENCE_KERNEL
 
 }  // namespace ember::kernels::reference

@@ -50,9 +50,19 @@ class Registrar {
     return add(key, fn);
   }
 
-  Status add(const KernelKey& key, KernelFn fn) {
-    return only_missing_ ? registry_.add_if_absent(key, fn, "reference")
-                         : registry_.add(key, fn, "reference");
+  // A kernel that uses KernelContext::scratch, sized by `scratch`.
+  Status add_with_scratch(OpCode op, KernelFn fn, ScratchFn scratch, std::initializer_list<ScalarType> dtypes) {
+    KernelKey key;
+    key.op = op;
+    key.arg_count = static_cast<uint8_t>(dtypes.size());
+    int i = 0;
+    for (ScalarType t : dtypes) key.dtypes[i++] = t;
+    return add(key, fn, scratch);
+  }
+
+  Status add(const KernelKey& key, KernelFn fn, ScratchFn scratch = nullptr) {
+    return only_missing_ ? registry_.add_if_absent(key, fn, "reference", scratch)
+                         : registry_.add(key, fn, "reference", scratch);
   }
 
  private:
@@ -145,6 +155,16 @@ Status register_reference_kernels(KernelRegistry& registry, bool only_missing) {
     EMBER_RETURN_IF_ERROR(r.add(OpCode::Gather, ref::gather, {t, ScalarType::I32, t}));
     EMBER_RETURN_IF_ERROR(r.add(OpCode::Gather, ref::gather, {t, ScalarType::I64, t}));
   }
+  // LLM ops.
+  constexpr ScalarType I = ScalarType::I32;
+  EMBER_RETURN_IF_ERROR(r.add(OpCode::RmsNorm, ref::rms_norm, {F, F, F}));
+  EMBER_RETURN_IF_ERROR(r.add(OpCode::Rope, ref::rope, {F, I, F, F}));
+  EMBER_RETURN_IF_ERROR(r.add(OpCode::SiluMul, ref::silu_mul, {F, F, F}));
+  for (ScalarType w : {F, ScalarType::BF16, ScalarType::F16}) {
+    EMBER_RETURN_IF_ERROR(r.add(OpCode::Embedding, ref::embedding, {w, I, F}));
+  }
+  EMBER_RETURN_IF_ERROR(
+      r.add_with_scratch(OpCode::Sample, ref::sample, ref::sample_scratch, {F, F, I, F, F, I, I, I, I, I, F}));
   for (ScalarType from : kCastTypes) {
     EMBER_RETURN_IF_ERROR(r.add(OpCode::Pad, ref::pad, {from, from}));
     for (ScalarType to : kCastTypes) {

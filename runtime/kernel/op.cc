@@ -82,6 +82,16 @@ const char* to_string(OpCode op) {
       return "batch_norm";
     case OpCode::Neg:
       return "neg";
+    case OpCode::RmsNorm:
+      return "rms_norm";
+    case OpCode::Rope:
+      return "rope";
+    case OpCode::SiluMul:
+      return "silu_mul";
+    case OpCode::Embedding:
+      return "embedding";
+    case OpCode::Sample:
+      return "sample";
   }
   return "invalid";
 }

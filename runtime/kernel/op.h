@@ -50,8 +50,14 @@ enum class OpCode : uint16_t {
   Expand = 36,       // any dtype, numpy broadcast to shape[0..count) (with shape_sym like Reshape)
   BatchNorm = 37,    // f32 inference: x [N, C, ...], scale, bias, mean, var [C]; epsilon
   Neg = 38,          // f32
+  // LLM ops (DESIGN §4, §6). Inputs are f32 / i32 unless stated; kernels/reference/ops.h is exact.
+  RmsNorm = 39,    // x [.., H], weight [H]; NormAttrs (axis = last, epsilon): w * (x * rsqrt(mean(x^2) + eps))
+  Rope = 40,       // x [T, heads, D] (D even), positions [T] i32, inv_freq [D/2]: HF rotate_half form
+  SiluMul = 41,    // gate [.., F], up [.., F] (same dims): silu(gate) * up
+  Embedding = 42,  // weight [V, H] f32/bf16/f16, ids [T] i32 -> f32 [T, H]; an id outside [0, V) fails
+  Sample = 43,     // logits [S, V] + per-row sampling parameters -> next_ids [S] i32, logprobs [S] f32
 };
-constexpr int kOpCodeCount = 39;
+constexpr int kOpCodeCount = 44;
 
 // Which attribute table an op takes (the schema's Attributes union member; None = no table).
 enum class AttrKind : uint8_t {

@@ -19,6 +19,14 @@ using ShapeFn = Status (*)(const OpAttrs& attrs, const TensorView* inputs, size_
                            TensorView* outputs, size_t output_count, Span<const int64_t> symbols,
                            ErrorContext* ctx);
 
+// Checks what only the inputs' *data* can tell (ids within the vocabulary, positions, sampling
+// parameters) for an op whose shape function accepted them: O(elements of the checked inputs), no
+// heap. Kernels have no failure path, so the GraphRunner (and the exporter's evaluator) call it
+// before every kernel call of the op and fail with InvalidArgument (message in ctx) instead; a
+// kernel called without it must still stay within its buffers (it writes zeros / NaN for bad data).
+using InputCheckFn = Status (*)(const OpAttrs& attrs, const TensorView* inputs, size_t input_count,
+                                ErrorContext* ctx);
+
 struct OpInfo {
   OpCode op;
   const char* name;
@@ -27,6 +35,7 @@ struct OpInfo {
   uint8_t max_inputs;  // Concat: kMaxKernelArgs - 1
   uint8_t outputs;
   ShapeFn shape;
+  InputCheckFn check_inputs;  // null: every value of the inputs is acceptable
 };
 
 // nullptr for Invalid or unknown op codes.

@@ -86,4 +86,9 @@ ShapeFunction matmul_shape, linear_shape, conv2d_shape, max_pool2d_shape, avg_po
 ShapeFunction reshape_shape, transpose_shape, concat_shape, slice_shape, pad_shape, gather_shape,
     expand_shape;
 
+// op_info_llm.cc: the LLM ops (shape functions and run-time input checks).
+ShapeFunction rms_norm_shape, rope_shape, silu_mul_shape, embedding_shape, sample_shape;
+using InputCheckFunction = std::remove_pointer_t<InputCheckFn>;
+InputCheckFunction rope_check, embedding_check, sample_check;
+
 }  // namespace ember::internal

@@ -329,6 +329,9 @@ class GraphValidator {
       case fb::OpCode::Cast: *attrs = fb::Attributes::CastAttrs; return true;
       case fb::OpCode::Expand: *attrs = fb::Attributes::ReshapeAttrs; return true;
       case fb::OpCode::BatchNorm: *attrs = fb::Attributes::NormAttrs; return true;
+      case fb::OpCode::RmsNorm: *attrs = fb::Attributes::NormAttrs; return true;
+      case fb::OpCode::Rope: case fb::OpCode::SiluMul: case fb::OpCode::Embedding: case fb::OpCode::Sample:
+        *attrs = fb::Attributes::NONE; return true;
       default: return false;
     }
   }

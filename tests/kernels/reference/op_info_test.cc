@@ -36,7 +36,8 @@ TEST_F(OpInfoTest, TableCoversEveryOp) {
                          "slice",   "clip",       "hard_sigmoid", "hard_swish", "erf",
                          "sqrt",    "exp",        "pow",        "reduce_mean", "reduce_sum",
                          "pad",     "gather",     "where",      "equal",      "cast",
-                         "expand",  "batch_norm", "neg"};
+                         "expand",  "batch_norm", "neg",        "rms_norm",   "rope",
+                         "silu_mul", "embedding", "sample"};
   static_assert(sizeof(names) / sizeof(names[0]) == kOpCodeCount - 1, "one name per op");
   for (int i = 1; i < kOpCodeCount; ++i) {
     const OpCode op = static_cast<OpCode>(i);
@@ -45,7 +46,7 @@ TEST_F(OpInfoTest, TableCoversEveryOp) {
     EXPECT_EQ(info->op, op);
     EXPECT_STREQ(info->name, names[i - 1]);
     EXPECT_STREQ(to_string(op), names[i - 1]);
-    EXPECT_EQ(info->outputs, 1);
+    EXPECT_EQ(info->outputs, op == OpCode::Sample ? 2 : 1);
     EXPECT_LE(info->min_inputs, info->max_inputs);
     EXPECT_NE(info->shape, nullptr);
   }
@@ -76,7 +77,9 @@ TEST_F(OpInfoTest, TableArityAndAttributes) {
       {OpCode::Gather, AttrKind::Axis, 2, 2},      {OpCode::Where, AttrKind::None, 3, 3},
       {OpCode::Equal, AttrKind::None, 2, 2},       {OpCode::Cast, AttrKind::Cast, 1, 1},
       {OpCode::Expand, AttrKind::Reshape, 1, 1},   {OpCode::BatchNorm, AttrKind::Norm, 5, 5},
-      {OpCode::Neg, AttrKind::None, 1, 1},
+      {OpCode::Neg, AttrKind::None, 1, 1},         {OpCode::RmsNorm, AttrKind::Norm, 2, 2},
+      {OpCode::Rope, AttrKind::None, 3, 3},        {OpCode::SiluMul, AttrKind::None, 2, 2},
+      {OpCode::Embedding, AttrKind::None, 2, 2},   {OpCode::Sample, AttrKind::None, 9, 9},
   };
   for (const Expect& e : expects) {
     const OpInfo* info = find_op_info(e.op);

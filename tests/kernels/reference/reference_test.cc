@@ -310,6 +310,8 @@ TEST(GoldenManifestTest, CoversEveryOp) {
     if (c.fields.count("op")) seen[static_cast<int>(parse_op(c.fields.at("op")))] = true;
   }
   for (int i = 1; i < kOpCodeCount; ++i) {
+    // sample has two outputs and a random draw: llm_test.cc checks it against an oracle instead.
+    if (static_cast<OpCode>(i) == OpCode::Sample) continue;
     EXPECT_TRUE(seen[i]) << "no golden case for " << to_string(static_cast<OpCode>(i));
   }
 }
