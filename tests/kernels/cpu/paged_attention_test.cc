@@ -6,10 +6,8 @@
 // a batch, and for a prefill in one step or in two chunks; every documented error.
 #include "kernels/cpu/paged_attention.h"
 
-#include <chrono>
 #include <cmath>
 #include <cstdint>
-#include <cstdio>
 #include <vector>
 
 #include "kernels/reference/paged_attention.h"
@@ -255,39 +253,6 @@ TEST_P(PagedAttentionTest, RejectsBadArguments) {
     CaseSpec wide = c;
     wide.head_dim = cpu::kPagedAttentionMaxHeadDim + 1;
     ExpectRejected(MakeStep(wide), Error::NotSupported, "head_dim beyond the limit");
-  }
-}
-
-// Not a correctness test: prints the time of one decode step (8 sequences x 512 context, Hq 16,
-// Hkv 8, D 64, f32 and bf16 caches) for 1 and 2 threads. Run with --gtest_also_run_disabled_tests.
-TEST(PagedAttentionBench, DISABLED_Decode) {
-  for (ScalarType dt : {ScalarType::F32, ScalarType::BF16}) {
-    CaseSpec c;
-    c.dtype = dt;
-    c.q_heads = 16;
-    c.kv_heads = 8;
-    c.head_dim = 64;
-    c.block_size = 16;
-    for (int i = 0; i < 8; ++i) c.seqs.push_back({511, 1});
-    const Step st = MakeStep(c);
-    std::vector<uint8_t> kc = st.k_cache, vc = st.v_cache;
-    std::vector<float> out(size_t(st.T * c.q_heads * c.head_dim));
-    for (int threads : {1, 2}) {
-      const RunFn fn = CpuRunner(threads);
-      const int iters = 200;
-      double best = 1e30;
-      for (int rep = 0; rep < 5; ++rep) {
-        const auto t0 = std::chrono::steady_clock::now();
-        for (int i = 0; i < iters; ++i) {
-          EXPECT_TRUE(fn(st, kc.data(), vc.data(), out.data(), 0.125f, nullptr).is_ok());
-        }
-        const double us = std::chrono::duration<double, std::micro>(
-                              std::chrono::steady_clock::now() - t0).count() / iters;
-        best = us < best ? us : best;
-      }
-      std::printf("paged_attention decode 8x512 Hq16 Hkv8 D64 %s, %d thread(s): %.1f us\n",
-                  to_string(dt), threads, best);
-    }
   }
 }
 
