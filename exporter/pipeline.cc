@@ -29,6 +29,8 @@ ExportResult export_graph(Graph graph, const ExportOptions& options) {
   r.plan = plan_memory(graph, r.partition);
   SerializeOptions so;
   so.strip_debug = options.strip_debug;
+  so.llm = options.llm;
+  so.method_name = options.method_name;
   r.program = serialize_program(graph, r.partition, r.plan, so);
   r.graph = std::move(graph);
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();

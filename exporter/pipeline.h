@@ -25,7 +25,10 @@ struct ExportOptions {
   const CapabilityManifest* manifest = nullptr;
   bool fold_constants = true;
   bool strip_debug = false;
+  std::string method_name = "forward";  // "step" for LLM programs (DESIGN §6)
   std::optional<QuantizeOptions> quantize;  // after folding, before partitioning
+  // LLM programs: the tokenizer and facts to embed (SerializeOptions::llm). Borrowed for the call.
+  const LlmProgramInfo* llm = nullptr;
 };
 
 struct ExportResult {

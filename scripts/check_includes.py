@@ -21,7 +21,9 @@ ALLOWED = {
     "kernels/cpu": RUNTIME_BASE + ["runtime/program", "runtime/kernel", "kernels/cpu", "schema"],
     "kernels": RUNTIME_BASE + ["runtime/program", "runtime/kernel", "kernels", "schema"],
     # backends/<name>: interfaces, views, kernels; never the executor or another backend (added below).
-    "exporter": RUNTIME_BASE + ["runtime/program", "runtime/kernel", "kernels/reference", "exporter", "schema"],
+    # tools/common: the tokenizer.json reader, whose TokenizerData the exporter embeds (DESIGN §6).
+    "exporter": RUNTIME_BASE + ["runtime/program", "runtime/kernel", "kernels/reference", "exporter", "schema",
+                                "tools/common"],
 }
 FREE = ["tools", "tests", "examples", "bench"]  # may include anything
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)

@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "exporter/importers/builder/examples.h"
+#include "exporter/importers/hf_llm/step_graph.h"
 #include "exporter/importers/onnx/onnx_importer.h"
 #include "exporter/pipeline.h"
 
@@ -62,10 +63,47 @@ void dump_quantized(const Graph& graph, const std::string& dir) {
   if (!f) throw ExportError("--quantize-dump: writing quant.json in '" + dir + "' failed");
 }
 
+// The LlmInfo table of an imported checkpoint: sizes, ids, generation defaults and the folder's
+// tokenizer (tokenizer.json + tokenizer_config.json), when it has one.
+LlmProgramInfo llm_program_info(const hf::StepImport& imported, const std::string& dir, const hf::StepOptions& options,
+                                std::string* summary) {
+  const hf::LlmConfig& c = imported.config;
+  LlmProgramInfo info;
+  info.vocab_size = static_cast<int32_t>(c.vocab_size);
+  info.block_size = static_cast<int32_t>(options.block_size);
+  info.max_seqs = static_cast<int32_t>(options.max_seqs);
+  info.max_tokens = static_cast<int32_t>(options.max_tokens);
+  info.max_context = static_cast<int32_t>(imported.max_context);
+  info.max_blocks_per_seq = static_cast<int32_t>(imported.max_blocks);
+  info.num_layers = static_cast<int32_t>(c.num_layers);
+  info.kv_heads = static_cast<int32_t>(c.num_kv_heads);
+  info.head_dim = static_cast<int32_t>(c.head_dim);
+  info.kv_dtype = imported.kv_dtype;
+  for (int64_t id : c.eos_token_ids) info.eos_ids.push_back(static_cast<int32_t>(id));
+  info.bos_id = static_cast<int32_t>(c.bos_token_id);
+  info.temperature = static_cast<float>(c.temperature);
+  info.top_k = static_cast<int32_t>(c.top_k);
+  info.top_p = static_cast<float>(c.top_p);
+  info.repetition_penalty = static_cast<float>(c.repetition_penalty);
+  info.do_sample = c.do_sample;
+  const std::filesystem::path folder(dir);
+  if (std::filesystem::exists(folder / "tokenizer.json")) {
+    const std::filesystem::path config = folder / "tokenizer_config.json";
+    info.tokenizer = tools::load_tokenizer_json((folder / "tokenizer.json").string(),
+                                                std::filesystem::exists(config) ? config.string() : "");
+    *summary += "tokenizer: " + std::to_string(info.tokenizer->token_offsets.size() - 1) + " tokens, " +
+                std::to_string(info.tokenizer->merges.size()) + " merges embedded\n";
+  } else {
+    *summary += "tokenizer: none (no tokenizer.json in the folder; runner then needs --tokenizer)\n";
+  }
+  return info;
+}
+
 }  // namespace
 
 int run_cli(int argc, const char* const* argv, std::ostream& out, std::ostream& err) {
-  CLI::App app{"Ember exporter: turns an ONNX model (or a bundled example) into a .pte program", "exporter"};
+  CLI::App app{"Ember exporter: turns an ONNX model, a Hugging Face LLM checkpoint folder (Llama, Qwen2, Qwen3) or a "
+               "bundled example into a .pte program", "exporter"};
   std::string model, example, output, backends = kPortableBackend, manifest_path;
   std::vector<std::string> input_shapes;
   uint64_t seed = 1;
@@ -74,7 +112,22 @@ int run_cli(int argc, const char* const* argv, std::ostream& out, std::ostream& 
   std::vector<std::string> quantize_include, quantize_exclude;
   int64_t quantize_min_size = 128;
   int quantize_samples = 1;
-  app.add_option("model", model, "the .onnx file to export (external data files are read from its folder)");
+  hf::StepOptions llm_options;
+  std::string kv_dtype;
+  app.add_option("model", model,
+                 "the .onnx file to export (external data files are read from its folder), or a Hugging Face "
+                 "checkpoint folder (config.json, *.safetensors, tokenizer.json): an LLM `step` program");
+  app.add_option("--max-seqs", llm_options.max_seqs, "LLM: sequences per step (S)")->capture_default_str()->check(CLI::PositiveNumber);
+  app.add_option("--max-tokens", llm_options.max_tokens, "LLM: tokens per step (T, prefill chunk + decodes)")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  app.add_option("--max-context", llm_options.max_context,
+                 "LLM: tokens per sequence (default min(max_position_embeddings, 4096))")
+      ->check(CLI::PositiveNumber);
+  app.add_option("--block-size", llm_options.block_size, "LLM: tokens per KV cache block")->capture_default_str()->check(CLI::PositiveNumber);
+  app.add_option("--kv-dtype", kv_dtype, "LLM: KV cache dtype f32, f16, bf16 or fp8 (default: the checkpoint's)");
+  app.add_option("--kv-scale", llm_options.kv_scale, "LLM: FP8 KV cache scale (stored = e4m3(x / scale))")
+      ->capture_default_str();
   app.add_option("--example", example, "bundled model to export instead: mlp or cnn");
   app.add_option("-o,--output", output, "the .pte file to write")->required();
   app.add_option("--input-shape", input_shapes,
@@ -115,6 +168,12 @@ int run_cli(int argc, const char* const* argv, std::ostream& out, std::ostream& 
       throw CLI::ValidationError("give either an ONNX model file or --example (not both)");
     }
     if (!example.empty() && !input_shapes.empty()) throw CLI::ValidationError("--input-shape applies to ONNX models only");
+    const bool is_llm = !model.empty() && std::filesystem::is_directory(model);
+    for (const char* name : {"--max-seqs", "--max-tokens", "--max-context", "--block-size", "--kv-dtype", "--kv-scale"}) {
+      if (!is_llm && app.count(name) > 0) {
+        throw CLI::ValidationError(std::string(name) + " applies to Hugging Face checkpoint folders only");
+      }
+    }
     if (quantize.empty() && (!quantize_include.empty() || !quantize_exclude.empty() || !quantize_dump.empty())) {
       throw CLI::ValidationError("--quantize-include/--quantize-exclude/--quantize-dump need --quantize");
     }
@@ -164,7 +223,25 @@ int run_cli(int argc, const char* const* argv, std::ostream& out, std::ostream& 
 
     Graph graph;
     std::string import_summary, source;
-    if (!model.empty()) {
+    LlmProgramInfo llm_info;
+    if (!model.empty() && std::filesystem::is_directory(model)) {
+      if (!kv_dtype.empty()) {
+        if (kv_dtype != "f32" && kv_dtype != "f16" && kv_dtype != "bf16" && kv_dtype != "fp8") {
+          throw ExportError("--kv-dtype '" + kv_dtype + "': expected f32, f16, bf16 or fp8");
+        }
+        llm_options.kv_dtype = kv_dtype == "fp8" ? ScalarType::F8E4M3FN : parse_dtype(kv_dtype);
+      }
+      llm_options.dequantize_linears = options.quantize.has_value();
+      llm_options.progress = &err;
+      if (options.quantize) options.quantize->random_samples = 0;  // token-id inputs: weight SQNR only
+      hf::StepImport imported = hf::import_step(model, llm_options);
+      llm_info = llm_program_info(imported, model, llm_options, &import_summary);
+      options.llm = &llm_info;
+      options.method_name = "step";
+      import_summary = imported.summary + import_summary;
+      graph = std::move(imported.graph);
+      source = "'" + model + "'";
+    } else if (!model.empty()) {
       OnnxImportOptions import_options;
       import_options.input_shapes = parse_input_shapes(input_shapes);
       OnnxImport imported = import_onnx_file(model, import_options);

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <sstream>
 
+#include "runtime/kernel/op_info.h"
+
 namespace ember::exporter {
 
 int Graph::add_value(Value value) {
@@ -53,6 +55,12 @@ void Graph::check_structure() const {
   }
   for (int v = 0; v < count; ++v) {
     const Value& value = values[static_cast<size_t>(v)];
+    if (value.is_state()) {
+      if (value.is_constant() || value.quant || is_input(v)) {
+        throw ExportError("state value '" + value.name + "' is also a constant or a graph input");
+      }
+      defined[static_cast<size_t>(v)] = 1;
+    }
     if (value.is_constant()) {
       defined[static_cast<size_t>(v)] = 1;
       if (value.data->size() != nbytes_max(value)) {
@@ -75,10 +83,16 @@ void Graph::check_structure() const {
   }
   for (size_t n = 0; n < nodes.size(); ++n) {
     const Node& node = nodes[n];
-    for (int in : node.inputs) {
+    const OpInfo* info = find_op_info(node.op);
+    for (size_t i = 0; i < node.inputs.size(); ++i) {
+      const int in = node.inputs[i];
       if (in == -1) continue;
       if (in < 0 || in >= count || !defined[static_cast<size_t>(in)]) {
         throw ExportError("node '" + node.name + "' reads a value that is not defined before it");
+      }
+      if (info != nullptr && i < 32 && (info->state_inputs >> i) & 1 && !values[static_cast<size_t>(in)].is_state()) {
+        throw ExportError("node '" + node.name + "': input " + std::to_string(i) + " ('" +
+                          values[static_cast<size_t>(in)].name + "') is written in place and must be program state");
       }
     }
     for (int out : node.outputs) {
@@ -86,6 +100,10 @@ void Graph::check_structure() const {
       if (defined[static_cast<size_t>(out)]) {
         throw ExportError("value '" + values[static_cast<size_t>(out)].name + "' is written twice (node '" +
                           node.name + "')");
+      }
+      if (values[static_cast<size_t>(out)].is_state()) {
+        throw ExportError("node '" + node.name + "' writes state value '" + values[static_cast<size_t>(out)].name +
+                          "' as an output (state is written in place through OpInfo::state_inputs)");
       }
       defined[static_cast<size_t>(out)] = 1;
     }

@@ -59,8 +59,13 @@ struct Value {
   ConstantBytes data;  // set for constants (exactly nbytes_max() bytes); shared, never copied
   int producer = -1;   // index of the node that writes it; -1 for graph inputs and constants
   std::shared_ptr<const QuantParams> quant;  // set only for quantized constants
+  // Non-empty: program state (DESIGN §2) bound by this name, e.g. a layer's KV cache. It has no
+  // producer and no planned storage; the runtime allocates it once per Program with its symbolic
+  // dims (num_blocks) at their load-time values; ops named by OpInfo::state_inputs write it.
+  std::string state;
 
   bool is_constant() const { return data != nullptr; }
+  bool is_state() const { return !state.empty(); }
 };
 
 struct Node {

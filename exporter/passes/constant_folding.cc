@@ -3,6 +3,7 @@
 #include <memory>
 
 #include "exporter/passes/evaluate.h"
+#include "runtime/kernel/op_info.h"
 
 namespace ember::exporter {
 namespace {
@@ -107,7 +108,9 @@ int remove_dead_code(Graph& graph) {
   std::vector<char> keep_node(graph.nodes.size(), 0);
   for (size_t n = graph.nodes.size(); n-- > 0;) {
     const Node& node = graph.nodes[n];
-    bool live = false;
+    // A node that writes program state in place (the KV cache) has an effect beyond its outputs.
+    const OpInfo* info = find_op_info(node.op);
+    bool live = info != nullptr && info->state_inputs != 0;
     for (int out : node.outputs) live = live || needed[static_cast<size_t>(out)];
     if (!live) continue;
     keep_node[n] = 1;

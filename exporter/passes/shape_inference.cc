@@ -176,7 +176,7 @@ void infer_shapes(Graph& graph) {
   }
   ShapeInference inference(graph);
   for (size_t v = 0; v < graph.values.size(); ++v) {
-    if (graph.values[v].is_constant() || graph.is_input(static_cast<int>(v))) {
+    if (graph.values[v].is_constant() || graph.values[v].is_state() || graph.is_input(static_cast<int>(v))) {
       inference.add_source(static_cast<int>(v));
     }
   }

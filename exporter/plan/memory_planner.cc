@@ -37,7 +37,9 @@ MemoryPlan plan_memory(const Graph& graph, const Partition& partition) {
   for (size_t s = 0; s < steps; ++s) {
     for (int v : partition.step_outputs(graph, s)) touch(v, static_cast<uint32_t>(s));
     for (int v : partition.step_inputs(graph, s)) {
-      if (v >= 0 && !graph.values[static_cast<size_t>(v)].is_constant()) touch(v, static_cast<uint32_t>(s));
+      if (v >= 0 && !graph.values[static_cast<size_t>(v)].is_constant() && !graph.values[static_cast<size_t>(v)].is_state()) {
+        touch(v, static_cast<uint32_t>(s));
+      }
     }
   }
   for (const NamedValue& out : graph.outputs) touch(out.value, last_step);

@@ -145,6 +145,13 @@ fb::AttributesUnion to_fb_attrs(const Node& node) {
       u.Set(std::move(t));
       break;
     }
+    case AttrKind::Attention: {
+      fb::AttentionAttrsT t;
+      t.scale = a.attn_scale;
+      t.kv_scale = a.kv_scale;
+      u.Set(std::move(t));
+      break;
+    }
   }
   return u;
 }
@@ -181,7 +188,11 @@ std::unique_ptr<fb::TensorT> make_tensor(const StorageContext& ctx, int id, bool
   t->dim_order = fb::DimOrder::Contiguous;
   t->nbytes = nbytes_max(v);
   if (!with_storage) return t;
-  if (v.is_constant()) {
+  if (v.is_state()) {
+    fb::StateStorageT s;
+    s.name = v.state;
+    t->storage.Set(std::move(s));
+  } else if (v.is_constant()) {
     fb::ConstantStorageT s;
     s.segment = ctx.constant_segment;
     s.offset = ctx.constants.offsets.at(id);
@@ -290,6 +301,10 @@ uint64_t required_features_of(const Graph& graph) {
       case ScalarType::E8M0: bits |= kFeatureMxfp8; break;
       default: break;
     }
+    if (v.is_state()) bits |= kFeatureState;
+  }
+  for (const Node& n : graph.nodes) {
+    if (n.op == OpCode::PagedAttention) bits |= kFeaturePagedKv;
   }
   return bits;
 }
@@ -473,9 +488,42 @@ SerializedProgram serialize_program(const Graph& graph, const Partition& partiti
   for (const auto& s : segments) segment_offsets.push_back(fb::CreateSegment(fbb, s.get()));
   const auto methods_vec = fbb.CreateVector(std::vector<flatbuffers::Offset<fb::Method>>{method});
   const auto segments_vec = fbb.CreateVector(segment_offsets);
+  // Program state: one declaration per state value; its symbolic dims name Program-level symbols
+  // (copies of the graph's), whose values LoadOptions::symbols chooses at load.
+  std::vector<flatbuffers::Offset<fb::StateDecl>> state_decls;
+  std::vector<std::unique_ptr<fb::SymbolT>> program_symbols;
+  std::map<uint16_t, uint16_t> program_symbol_of;  // graph symbol id -> program symbol id
+  for (const Value& v : graph.values) {
+    if (!v.is_state()) continue;
+    fb::StateDeclT decl;
+    decl.name = v.state;
+    decl.dtype = static_cast<fb::ScalarType>(v.dtype);
+    for (const Dim& d : v.dims) {
+      uint16_t sym = 0;
+      if (d.sym != 0) {
+        auto [it, added] = program_symbol_of.emplace(d.sym, static_cast<uint16_t>(program_symbols.size() + 1));
+        if (added) {
+          const Symbol& gs = graph.symbols.at(static_cast<size_t>(d.sym) - 1);
+          auto ps = std::make_unique<fb::SymbolT>();
+          ps->name = gs.name;
+          ps->min = gs.min;
+          ps->max = gs.max;
+          program_symbols.push_back(std::move(ps));
+        }
+        sym = it->second;
+      }
+      decl.dims.emplace_back(d.max, sym);
+    }
+    state_decls.push_back(fb::CreateStateDecl(fbb, &decl));
+  }
+  std::vector<flatbuffers::Offset<fb::Symbol>> symbol_offsets;
+  for (const auto& ps : program_symbols) symbol_offsets.push_back(fb::CreateSymbol(fbb, ps.get()));
+  const auto states_vec = state_decls.empty() ? 0 : fbb.CreateVector(state_decls);
+  const auto symbols_vec = symbol_offsets.empty() ? 0 : fbb.CreateVector(symbol_offsets);
   result.required_features = required_features_of(graph);
-  const auto program = fb::CreateProgram(fbb, fbb.CreateString(kProducer), methods_vec, segments_vec, 0, 0,
-                                         result.required_features);
+  const auto llm = options.llm ? write_llm_info(fbb, *options.llm) : flatbuffers::Offset<fb::LlmInfo>();
+  const auto program = fb::CreateProgram(fbb, fbb.CreateString(kProducer), methods_vec, segments_vec, states_vec,
+                                         symbols_vec, result.required_features, llm);
   fb::FinishProgramBuffer(fbb, program);
 
   // The file.

@@ -12,6 +12,7 @@
 #include "exporter/ir/graph.h"
 #include "exporter/partition/partitioner.h"
 #include "exporter/plan/memory_planner.h"
+#include "exporter/serialize/llm_info.h"
 
 namespace ember::exporter {
 
@@ -21,6 +22,8 @@ constexpr uint32_t kGraphDelegateFormatVersion = 1;
 struct SerializeOptions {
   std::string method_name = "forward";
   bool strip_debug = false;
+  // LLM programs: the LlmInfo table (tokenizer included). Borrowed for the call; nullptr = none.
+  const LlmProgramInfo* llm = nullptr;
 };
 
 struct SerializedProgram {

@@ -27,6 +27,7 @@
 #define EMBER_KERNELS_CPU_LLM_PLAN_
 #include "kernels/cpu/ops.h"
 #include "kernels/cpu/parallel.h"
+#include "kernels/cpu/quantized_linear.h"
 #include "runtime/core/float_codecs.h"
 namespace ember::kernels::cpu_detail {
 
@@ -288,6 +289,20 @@ void silu_mul(KernelContext& ctx, const OpAttrs&, const TensorView* inputs, size
   if (p.count == 0) return;
   const size_t blocks = static_cast<size_t>((p.count + cpu_detail::kSiluMulBlock - 1) / cpu_detail::kSiluMulBlock);
   cpu_detail::run_units(ctx.pool, blocks, double(p.count) * 16.0, 1 << 16, &p, cpu_detail::silu_mul_units);
+}
+
+void linear_bf16_weight(KernelContext& ctx, const OpAttrs&, const TensorView* inputs, size_t input_count,
+                        TensorView* outputs, size_t) {
+  const TensorView& x = inputs[0];
+  const TensorView& w = inputs[1];
+  const int64_t m = x.dims[0] == 0 ? 0 : int64_t(x.numel() / uint64_t(x.dims[x.rank - 1]));
+  const float* bias = input_count > 2 ? inputs[2].data_as<const float>() : nullptr;
+  // Shapes were checked by linear_shape; a failure here (none is possible) leaves zeros.
+  if (!linear_bf16(ctx, x.data_as<const float>(), m, w.data_as<const uint16_t>(), w.dims[0], w.dims[1], bias,
+                   outputs[0].data_as<float>())
+           .is_ok()) {
+    std::memset(outputs[0].data, 0, size_t(outputs[0].nbytes()));
+  }
 }
 
 void embedding(KernelContext& ctx, const OpAttrs&, const TensorView* inputs, size_t, TensorView* outputs,

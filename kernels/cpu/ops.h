@@ -34,6 +34,9 @@ EMBER_CPU_KERNEL(linear);
 // linear with a quantized weight (inputs[1].quant): FP8 (any f32-scale block, W8A8 too), MXFP8,
 // NVFP4 on quantized_linear.h's kernels; its scratch need comes from linear_quantized_scratch.
 EMBER_CPU_KERNEL(linear_quantized);
+// linear with a bf16 weight [N, K] (LLM checkpoints kept in bf16): quantized_linear.h's linear_bf16,
+// the same scratch as linear_quantized (llm.cc).
+EMBER_CPU_KERNEL(linear_bf16_weight);
 size_t linear_quantized_scratch(const OpAttrs& attrs, const TensorView* inputs, size_t input_count,
                                 const TensorView* outputs, size_t output_count, size_t threads);
 // f32 NCHW (conv.cc, pool.cc).
@@ -76,6 +79,9 @@ EMBER_CPU_KERNEL(rms_norm);
 EMBER_CPU_KERNEL(rope);
 EMBER_CPU_KERNEL(silu_mul);
 EMBER_CPU_KERNEL(embedding);
+// paged_attention as the reference op (kernels/cpu/paged_attention.h: batch invariant, no scratch).
+EMBER_CPU_KERNEL(paged_attention_op);
+EMBER_CPU_KERNEL(logits_gather);
 // sample uses ctx.scratch: sample_scratch(...) bytes (one V-float row and V indices per thread).
 EMBER_CPU_KERNEL(sample);
 size_t sample_scratch(const OpAttrs& attrs, const TensorView* inputs, size_t input_count,

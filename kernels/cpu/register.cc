@@ -69,6 +69,12 @@ Status register_cpu_kernels(KernelRegistry& r) {
                                           layout, dtypes));
     }
   }
+  constexpr ScalarType BF = ScalarType::BF16;
+  for (auto dtypes : {std::initializer_list<ScalarType>{F, BF, F, F}, std::initializer_list<ScalarType>{F, BF, X, F},
+                      std::initializer_list<ScalarType>{F, BF, F}}) {
+    EMBER_RETURN_IF_ERROR(add_quantized(r, OpCode::Linear, cpu::linear_bf16_weight, cpu::linear_quantized_scratch,
+                                        QuantLayout::None, dtypes));
+  }
   EMBER_RETURN_IF_ERROR(add(r, OpCode::Conv2d, cpu::conv2d, {F, F, F, F}));
   EMBER_RETURN_IF_ERROR(add(r, OpCode::Conv2d, cpu::conv2d, {F, F, X, F}));
   EMBER_RETURN_IF_ERROR(add(r, OpCode::Conv2d, cpu::conv2d, {F, F, F}));
@@ -107,6 +113,10 @@ Status register_cpu_kernels(KernelRegistry& r) {
   EMBER_RETURN_IF_ERROR(add(r, OpCode::SiluMul, cpu::silu_mul, {F, F, F}));
   for (ScalarType w : {F, ScalarType::BF16, ScalarType::F16}) {
     EMBER_RETURN_IF_ERROR(add(r, OpCode::Embedding, cpu::embedding, {w, I, F}));
+  }
+  EMBER_RETURN_IF_ERROR(add(r, OpCode::LogitsGather, cpu::logits_gather, {F, I, F}));
+  for (ScalarType c : {F, ScalarType::BF16, ScalarType::F16, ScalarType::F8E4M3FN}) {
+    EMBER_RETURN_IF_ERROR(add(r, OpCode::PagedAttention, cpu::paged_attention_op, {F, F, F, c, c, I, I, I, I, F}));
   }
   {
     KernelKey key;

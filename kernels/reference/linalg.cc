@@ -47,6 +47,19 @@ void matmul(KernelContext&, const OpAttrs&, const TensorView* inputs, size_t, Te
 }
 
 // y[.., n] = sum_k x[.., k] w[n, k] + b[n].
+void linear_bf16_weight(KernelContext&, const OpAttrs&, const TensorView* inputs, size_t input_count,
+                        TensorView* outputs, size_t) {
+  const TensorView& x = inputs[0];
+  const TensorView& w = inputs[1];
+  const int64_t m = x.dims[0] == 0 ? 0 : int64_t(x.numel() / uint64_t(x.dims[x.rank - 1]));
+  const float* bias = input_count > 2 ? inputs[2].data_as<const float>() : nullptr;
+  if (!linear_bf16(x.data_as<const float>(), m, w.data_as<const uint16_t>(), w.dims[0], w.dims[1], bias,
+                   outputs[0].data_as<float>())
+           .is_ok()) {
+    std::memset(outputs[0].data, 0, size_t(outputs[0].nbytes()));
+  }
+}
+
 void linear(KernelContext&, const OpAttrs&, const TensorView* inputs, size_t input_count,
             TensorView* outputs, size_t) {
   const TensorView& x = inputs[0];

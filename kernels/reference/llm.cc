@@ -73,6 +73,20 @@ void silu_mul(KernelContext&, const OpAttrs&, const TensorView* inputs, size_t, 
   }
 }
 
+// Row indices[s] of hidden; -1 (and anything logits_gather_check rejects) gives a zero row.
+void logits_gather(KernelContext&, const OpAttrs&, const TensorView* inputs, size_t, TensorView* outputs,
+                   size_t) {
+  const int64_t rows = inputs[0].dims[0], h = inputs[0].dims[1], count = inputs[1].dims[0];
+  const int32_t* idx = inputs[1].data_as<const int32_t>();
+  const float* hidden = inputs[0].data_as<const float>();
+  float* out = outputs[0].data_as<float>();
+  for (int64_t s = 0; s < count; ++s) {
+    for (int64_t i = 0; i < h; ++i) {
+      out[s * h + i] = idx[s] >= 0 && idx[s] < rows ? hidden[idx[s] * h + i] : 0.0f;
+    }
+  }
+}
+
 // Row ids[t] of weight, converted to f32 exactly; an id outside [0, V) (rejected by
 // embedding_check) gives a zero row.
 void embedding(KernelContext&, const OpAttrs&, const TensorView* inputs, size_t, TensorView* outputs,

@@ -30,6 +30,8 @@ EMBER_REFERENCE_KERNEL(linear);
 // linear with a quantized weight (inputs[1].quant; runtime/core/quant.h): every layout, weight-only,
 // and W8A8 (activation_quant = Fp8PerToken) for FP8 per-tensor / per-channel weights.
 EMBER_REFERENCE_KERNEL(linear_quantized);
+// linear with a bf16 weight [N, K]: quantized_linear.h's linear_bf16 (the weight decoded exactly).
+EMBER_REFERENCE_KERNEL(linear_bf16_weight);
 // f32 NCHW.
 EMBER_REFERENCE_KERNEL(conv2d);
 EMBER_REFERENCE_KERNEL(max_pool2d);
@@ -85,6 +87,13 @@ EMBER_REFERENCE_KERNEL(rope);
 EMBER_REFERENCE_KERNEL(silu_mul);
 // embedding(weight [V, H] f32 / bf16 / f16, ids [T] i32) -> f32 [T, H]: rows converted exactly.
 EMBER_REFERENCE_KERNEL(embedding);
+// paged_attention(q, k, v, k_cache, v_cache, slot_mapping, block_tables, context_lens, query_start)
+//   -> out: kernels/reference/paged_attention.h with scale = attrs.attn_scale and cache_scale =
+//   attrs.kv_scale; writes the caches (program state) in place. Arguments the op's input check
+//   rejected never reach it; if they do, out is zero-filled and nothing is written.
+EMBER_REFERENCE_KERNEL(paged_attention_op);
+// logits_gather(hidden [T, H], indices [S] i32) -> [S, H]: row indices[s] (-1: zeros).
+EMBER_REFERENCE_KERNEL(logits_gather);
 // sample(logits [S, V], temperature [S], top_k [S] i32, top_p [S], repetition_penalty [S],
 //        seed [S] i32, position [S] i32, history [S, Hmax] i32, history_len [S] i32)
 //   -> next_ids [S] i32, logprobs [S] f32. Per row, in this order (f32 unless stated):

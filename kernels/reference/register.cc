@@ -92,6 +92,11 @@ Status register_reference_kernels(KernelRegistry& registry, bool only_missing) {
   EMBER_RETURN_IF_ERROR(r.add(OpCode::Linear, ref::linear, {F, F, F, F}));
   EMBER_RETURN_IF_ERROR(r.add(OpCode::Linear, ref::linear, {F, F, X, F}));
   EMBER_RETURN_IF_ERROR(r.add(OpCode::Linear, ref::linear, {F, F, F}));
+  for (auto dtypes : {std::initializer_list<ScalarType>{F, ScalarType::BF16, F, F},
+                      std::initializer_list<ScalarType>{F, ScalarType::BF16, X, F},
+                      std::initializer_list<ScalarType>{F, ScalarType::BF16, F}}) {
+    EMBER_RETURN_IF_ERROR(r.add(OpCode::Linear, ref::linear_bf16_weight, dtypes));
+  }
   // Quantized weights (runtime/core/quant.h): FP8 in every f32-scale layout and MXFP8, NVFP4.
   constexpr ScalarType F8 = ScalarType::F8E4M3FN, F4 = ScalarType::F4E2M1;
   for (auto [w, layout] : {std::pair{F8, QuantLayout::PerTensor}, std::pair{F8, QuantLayout::PerChannel},
@@ -162,6 +167,10 @@ Status register_reference_kernels(KernelRegistry& registry, bool only_missing) {
   EMBER_RETURN_IF_ERROR(r.add(OpCode::SiluMul, ref::silu_mul, {F, F, F}));
   for (ScalarType w : {F, ScalarType::BF16, ScalarType::F16}) {
     EMBER_RETURN_IF_ERROR(r.add(OpCode::Embedding, ref::embedding, {w, I, F}));
+  }
+  EMBER_RETURN_IF_ERROR(r.add(OpCode::LogitsGather, ref::logits_gather, {F, I, F}));
+  for (ScalarType c : {F, ScalarType::BF16, ScalarType::F16, ScalarType::F8E4M3FN}) {
+    EMBER_RETURN_IF_ERROR(r.add(OpCode::PagedAttention, ref::paged_attention_op, {F, F, F, c, c, I, I, I, I, F}));
   }
   EMBER_RETURN_IF_ERROR(
       r.add_with_scratch(OpCode::Sample, ref::sample, ref::sample_scratch, {F, F, I, F, F, I, I, I, I, I, F}));

@@ -145,6 +145,11 @@ void decode_attrs(const fb::KernelCall& call, OpAttrs* a) {
       a->kind = AttrKind::Cast;
       a->cast_to = static_cast<ScalarType>(call.attrs_as_CastAttrs()->to());
       break;
+    case fb::Attributes::AttentionAttrs:
+      a->kind = AttrKind::Attention;
+      a->attn_scale = call.attrs_as_AttentionAttrs()->scale();
+      a->kv_scale = call.attrs_as_AttentionAttrs()->kv_scale();
+      break;
     default:
       a->kind = AttrKind::None;
       break;

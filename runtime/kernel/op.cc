@@ -92,6 +92,10 @@ const char* to_string(OpCode op) {
       return "embedding";
     case OpCode::Sample:
       return "sample";
+    case OpCode::PagedAttention:
+      return "paged_attention";
+    case OpCode::LogitsGather:
+      return "logits_gather";
   }
   return "invalid";
 }

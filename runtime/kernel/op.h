@@ -56,8 +56,12 @@ enum class OpCode : uint16_t {
   SiluMul = 41,    // gate [.., F], up [.., F] (same dims): silu(gate) * up
   Embedding = 42,  // weight [V, H] f32/bf16/f16, ids [T] i32 -> f32 [T, H]; an id outside [0, V) fails
   Sample = 43,     // logits [S, V] + per-row sampling parameters -> next_ids [S] i32, logprobs [S] f32
+  // q [T, Hq, D], k, v [T, Hkv, D], k_cache, v_cache (program state, written in place), slot_mapping,
+  // block_tables, context_lens, query_start -> out [T, Hq, D] (kernels/reference/paged_attention.h)
+  PagedAttention = 44,
+  LogitsGather = 45,  // hidden [T, H], indices [S] i32 -> [S, H]: row indices[s], zeros for -1
 };
-constexpr int kOpCodeCount = 44;
+constexpr int kOpCodeCount = 46;
 
 // Which attribute table an op takes (the schema's Attributes union member; None = no table).
 enum class AttrKind : uint8_t {
@@ -76,6 +80,7 @@ enum class AttrKind : uint8_t {
   Reduce = 12,
   Pad = 13,
   Cast = 14,
+  Attention = 15,
 };
 
 enum class PadMode : uint8_t { Invalid = 0, Constant = 1, Reflect = 2, Edge = 3 };
@@ -124,6 +129,9 @@ struct OpAttrs {
   PadMode pad_mode = PadMode::Constant;
   // Cast
   ScalarType cast_to = ScalarType::Invalid;
+  // Attention: softmax scale; the FP8 KV cache's per-tensor scale.
+  float attn_scale = 0.0f;
+  float kv_scale = 1.0f;
 };
 
 // "add", "conv2d", ...; "invalid" for unknown values. Never null.

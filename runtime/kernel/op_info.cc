@@ -181,6 +181,9 @@ constexpr OpInfo kOpInfos[] = {
     {OpCode::SiluMul, "silu_mul", AttrKind::None, 2, 2, 1, silu_mul_shape, nullptr},
     {OpCode::Embedding, "embedding", AttrKind::None, 2, 2, 1, embedding_shape, embedding_check},
     {OpCode::Sample, "sample", AttrKind::None, 9, 9, 2, sample_shape, sample_check},
+    {OpCode::PagedAttention, "paged_attention", AttrKind::Attention, 9, 9, 1, paged_attention_shape,
+     paged_attention_check, (1u << 3) | (1u << 4)},
+    {OpCode::LogitsGather, "logits_gather", AttrKind::None, 2, 2, 1, logits_gather_shape, logits_gather_check},
 };
 static_assert(sizeof(kOpInfos) / sizeof(kOpInfos[0]) == kOpCodeCount - 1, "one OpInfo per OpCode");
 

@@ -91,4 +91,8 @@ ShapeFunction rms_norm_shape, rope_shape, silu_mul_shape, embedding_shape, sampl
 using InputCheckFunction = std::remove_pointer_t<InputCheckFn>;
 InputCheckFunction rope_check, embedding_check, sample_check;
 
+// op_info_attention.cc: paged_attention and logits_gather.
+ShapeFunction paged_attention_shape, logits_gather_shape;
+InputCheckFunction paged_attention_check, logits_gather_check;
+
 }  // namespace ember::internal

@@ -36,7 +36,7 @@ enum Feature : uint64_t {
   kFeatureControlFlow = uint64_t{1} << 5,
 };
 constexpr uint64_t kSupportedFeatures =
-    kFeatureFp8 | kFeatureNvfp4 | kFeatureMxfp8 | kFeatureState | kFeatureControlFlow;
+    kFeatureFp8 | kFeatureNvfp4 | kFeatureMxfp8 | kFeaturePagedKv | kFeatureState | kFeatureControlFlow;
 // "fp8", ... for one bit; "unknown" otherwise.
 const char* feature_name(uint64_t bit);
 

@@ -302,8 +302,10 @@ class GraphValidator {
 
   // Static facts per op the validator needs without linking the kernel library: attribute table and
   // which input positions may be absent. Arity and shapes are checked when kernels are bound.
-  static bool op_spec(fb::OpCode op, fb::Attributes* attrs, uint32_t* optional_mask) {
+  // `state_mask`: inputs that must be program state, written in place by the kernel (OpInfo::state_inputs).
+  static bool op_spec(fb::OpCode op, fb::Attributes* attrs, uint32_t* optional_mask, uint32_t* state_mask) {
     *optional_mask = 0;
+    *state_mask = 0;
     switch (op) {
       case fb::OpCode::Add: case fb::OpCode::Sub: case fb::OpCode::Mul: case fb::OpCode::Div:
       case fb::OpCode::Relu: case fb::OpCode::Silu: case fb::OpCode::Sigmoid: case fb::OpCode::Tanh:
@@ -331,7 +333,10 @@ class GraphValidator {
       case fb::OpCode::BatchNorm: *attrs = fb::Attributes::NormAttrs; return true;
       case fb::OpCode::RmsNorm: *attrs = fb::Attributes::NormAttrs; return true;
       case fb::OpCode::Rope: case fb::OpCode::SiluMul: case fb::OpCode::Embedding: case fb::OpCode::Sample:
+      case fb::OpCode::LogitsGather:
         *attrs = fb::Attributes::NONE; return true;
+      case fb::OpCode::PagedAttention:
+        *attrs = fb::Attributes::AttentionAttrs; *state_mask = (1u << 3) | (1u << 4); return true;
       default: return false;
     }
   }
@@ -460,8 +465,8 @@ class GraphValidator {
         case fb::InstructionArgs::KernelCall: {
           const fb::KernelCall* call = ins->args_as_KernelCall();
           fb::Attributes expected;
-          uint32_t optional_mask;
-          if (!op_spec(call->op(), &expected, &optional_mask)) {
+          uint32_t optional_mask, state_mask;
+          if (!op_spec(call->op(), &expected, &optional_mask, &state_mask)) {
             return fail_instruction(i, "unknown op code %u", static_cast<unsigned>(call->op()));
           }
           if (call->attrs_type() != expected) {
@@ -476,6 +481,10 @@ class GraphValidator {
             const int32_t v = call->inputs()->Get(k);
             if (v == -1 && k < 32 && (optional_mask >> k) & 1) continue;
             EMBER_RETURN_IF_ERROR(check_value_index(i, v, "input"));
+            if (k < 32 && (state_mask >> k) & 1 &&
+                graph_.values()->Get(static_cast<uint32_t>(v))->storage_type() != fb::Storage::StateStorage) {
+              return fail_instruction(i, "input %u (value %d) is written in place and must be program state", k, v);
+            }
           }
           for (uint32_t k = 0; k < n_out; ++k) {
             const uint32_t v = call->outputs()->Get(k);
@@ -591,6 +600,143 @@ class GraphValidator {
 
 }  // namespace
 
+namespace {
+
+// LlmInfo.tokenizer (DESIGN §6): what llm::Tokenizer::load needs to index safely. load() itself
+// checks the rest (merge results, duplicates, dense added ids, UTF-8 of added tokens).
+Status validate_tokenizer(const fb::TokenizerTable& t, int32_t vocab_size, ErrorContext* ctx) {
+  const uint32_t count = t.token_count();
+  if (count == 0 || count > static_cast<uint32_t>(vocab_size)) {
+    return EMBER_FAIL(ctx, Error::InvalidProgram, "llm.tokenizer.token_count %u is 0 or above llm.vocab_size %d", count,
+                      vocab_size);
+  }
+  const uint32_t offset_count = size_of(t.token_offsets());
+  if (offset_count != count + 1) {
+    return EMBER_FAIL(ctx, Error::InvalidProgram, "llm.tokenizer.token_offsets has %u entries, token_count %u needs %u",
+                      offset_count, count, count + 1);
+  }
+  const flatbuffers::Vector<uint32_t>& offsets = *t.token_offsets();
+  if (offsets.Get(0) != 0) {
+    return EMBER_FAIL(ctx, Error::InvalidProgram, "llm.tokenizer.token_offsets[0] is %u, not 0", offsets.Get(0));
+  }
+  for (uint32_t i = 1; i < offset_count; ++i) {
+    if (offsets.Get(i) < offsets.Get(i - 1)) {
+      return EMBER_FAIL(ctx, Error::InvalidProgram, "llm.tokenizer.token_offsets[%u] = %u is below [%u] = %u", i,
+                        offsets.Get(i), i - 1, offsets.Get(i - 1));
+    }
+  }
+  if (offsets.Get(count) != size_of(t.token_bytes())) {
+    return EMBER_FAIL(ctx, Error::InvalidProgram,
+                      "llm.tokenizer.token_offsets[%u] = %u, but token_bytes holds %u bytes", count, offsets.Get(count),
+                      size_of(t.token_bytes()));
+  }
+  if (t.model_token_count() == 0 || t.model_token_count() > count) {
+    return EMBER_FAIL(ctx, Error::InvalidProgram, "llm.tokenizer.model_token_count %u is 0 or above token_count %u",
+                      t.model_token_count(), count);
+  }
+  const uint32_t merge_words = size_of(t.merges());
+  if (merge_words % 2 != 0) {
+    return EMBER_FAIL(ctx, Error::InvalidProgram, "llm.tokenizer.merges has %u entries, not (left, right) pairs",
+                      merge_words);
+  }
+  for (uint32_t i = 0; i < merge_words; ++i) {
+    if (t.merges()->Get(i) >= count) {
+      return EMBER_FAIL(ctx, Error::InvalidProgram,
+                        "llm.tokenizer.merges[%u] (pair %u) = %u is not below token_count %u", i, i / 2,
+                        t.merges()->Get(i), count);
+    }
+  }
+  for (uint32_t i = 0; i < size_of(t.added_tokens()); ++i) {
+    const fb::TokenizerAddedToken* a = t.added_tokens()->Get(i);
+    if (a->id() >= count) {
+      return EMBER_FAIL(ctx, Error::InvalidProgram, "llm.tokenizer.added_tokens[%u].id %u is not below token_count %u",
+                        i, a->id(), count);
+    }
+    if (a->content()->size() == 0) {
+      return EMBER_FAIL(ctx, Error::InvalidProgram, "llm.tokenizer.added_tokens[%u] (id %u) has empty content", i,
+                        a->id());
+    }
+  }
+  if (t.pre_tokenizer() == fb::PreTokenizerKind::Invalid || t.pre_tokenizer() > fb::PreTokenizerKind::MAX) {
+    return EMBER_FAIL(ctx, Error::InvalidProgram, "llm.tokenizer.pre_tokenizer %u is unknown",
+                      static_cast<unsigned>(t.pre_tokenizer()));
+  }
+  if (t.normalizer() == fb::NormalizerKind::Invalid || t.normalizer() > fb::NormalizerKind::MAX) {
+    return EMBER_FAIL(ctx, Error::InvalidProgram, "llm.tokenizer.normalizer %u is unknown",
+                      static_cast<unsigned>(t.normalizer()));
+  }
+  if (t.chat_format() == fb::ChatFormat::Invalid || t.chat_format() > fb::ChatFormat::MAX) {
+    return EMBER_FAIL(ctx, Error::InvalidProgram, "llm.tokenizer.chat_format %u is unknown",
+                      static_cast<unsigned>(t.chat_format()));
+  }
+  if (t.add_bos() && t.bos_id() >= count) {
+    return EMBER_FAIL(ctx, Error::InvalidProgram, "llm.tokenizer.bos_id %u is not below token_count %u", t.bos_id(),
+                      count);
+  }
+  return Status::ok();
+}
+
+Status validate_llm_info(const fb::LlmInfo& llm, ErrorContext* ctx) {
+  const struct {
+    const char* name;
+    int32_t value;
+  } sizes[] = {{"vocab_size", llm.vocab_size()},   {"block_size", llm.block_size()},
+               {"max_seqs", llm.max_seqs()},       {"max_tokens", llm.max_tokens()},
+               {"max_context", llm.max_context()}, {"max_blocks_per_seq", llm.max_blocks_per_seq()},
+               {"num_layers", llm.num_layers()},   {"kv_heads", llm.kv_heads()},
+               {"head_dim", llm.head_dim()}};
+  for (const auto& s : sizes) {
+    if (s.value <= 0) return EMBER_FAIL(ctx, Error::InvalidProgram, "llm.%s is %d, not positive", s.name, s.value);
+  }
+  if (llm.max_tokens() < llm.max_seqs()) {
+    return EMBER_FAIL(ctx, Error::InvalidProgram, "llm.max_tokens %d is below llm.max_seqs %d", llm.max_tokens(),
+                      llm.max_seqs());
+  }
+  if (llm.max_context() % llm.block_size() != 0 ||
+      int64_t{llm.max_blocks_per_seq()} * llm.block_size() < llm.max_context()) {
+    return EMBER_FAIL(ctx, Error::InvalidProgram,
+                      "llm.max_context %d is not a multiple of llm.block_size %d or exceeds llm.max_blocks_per_seq %d "
+                      "blocks", llm.max_context(), llm.block_size(), llm.max_blocks_per_seq());
+  }
+  const fb::ScalarType kv = llm.kv_dtype();
+  if (kv != fb::ScalarType::F32 && kv != fb::ScalarType::F16 && kv != fb::ScalarType::BF16 &&
+      kv != fb::ScalarType::F8E4M3FN) {
+    return EMBER_FAIL(ctx, Error::InvalidProgram, "llm.kv_dtype %u is not a KV cache dtype (f32, f16, bf16, f8e4m3fn)",
+                      static_cast<unsigned>(kv));
+  }
+  for (uint32_t i = 0; i < size_of(llm.eos_ids()); ++i) {
+    const int32_t id = llm.eos_ids()->Get(i);
+    if (id < 0 || id >= llm.vocab_size()) {
+      return EMBER_FAIL(ctx, Error::InvalidProgram, "llm.eos_ids[%u] = %d is outside [0, llm.vocab_size %d)", i, id,
+                        llm.vocab_size());
+    }
+  }
+  if (llm.bos_id() < -1 || llm.bos_id() >= llm.vocab_size()) {
+    return EMBER_FAIL(ctx, Error::InvalidProgram, "llm.bos_id %d is neither -1 nor below llm.vocab_size %d",
+                      llm.bos_id(), llm.vocab_size());
+  }
+  // NaN fails every comparison below, so it is rejected too.
+  if (llm.temperature().has_value() && !(*llm.temperature() >= 0.0f && *llm.temperature() <= 1e6f)) {
+    return EMBER_FAIL(ctx, Error::InvalidProgram, "llm.temperature %g is not in [0, 1e6]",
+                      static_cast<double>(*llm.temperature()));
+  }
+  if (llm.top_k().has_value() && *llm.top_k() < 0) {
+    return EMBER_FAIL(ctx, Error::InvalidProgram, "llm.top_k %d is negative", *llm.top_k());
+  }
+  if (llm.top_p().has_value() && !(*llm.top_p() > 0.0f && *llm.top_p() <= 1.0f)) {
+    return EMBER_FAIL(ctx, Error::InvalidProgram, "llm.top_p %g is not in (0, 1]", static_cast<double>(*llm.top_p()));
+  }
+  if (llm.repetition_penalty().has_value() &&
+      !(*llm.repetition_penalty() > 0.0f && *llm.repetition_penalty() <= 1e6f)) {
+    return EMBER_FAIL(ctx, Error::InvalidProgram, "llm.repetition_penalty %g is not in (0, 1e6]",
+                      static_cast<double>(*llm.repetition_penalty()));
+  }
+  if (llm.tokenizer() != nullptr) EMBER_RETURN_IF_ERROR(validate_tokenizer(*llm.tokenizer(), llm.vocab_size(), ctx));
+  return Status::ok();
+}
+
+}  // namespace
+
 Status validate_delegate_graph(const fb::Graph& graph, const fb::Program& program, const fb::Method& method,
                                Span<const SegmentData> segments, ErrorContext* ctx) {
   return GraphValidator(program, method, graph, segments, true, 0, ctx).run();
@@ -635,6 +781,7 @@ Status validate_program(const fb::Program& program, const FileHeader& header, Sp
   if (size_of(program.states()) > 0 && (header.required_features & kFeatureState) == 0) {
     return EMBER_FAIL(ctx, Error::InvalidProgram, "program declares state without the state feature bit");
   }
+  if (program.llm() != nullptr) EMBER_RETURN_IF_ERROR(validate_llm_info(*program.llm(), ctx));
   const uint32_t method_count = size_of(program.methods());
   if (method_count == 0) return EMBER_FAIL(ctx, Error::InvalidProgram, "program has no methods");
   for (uint32_t m = 0; m < method_count; ++m) {

@@ -21,40 +21,17 @@
 #include "runtime/kernel/kernel_registry.h"
 #include "runtime/platform/platform.h"
 #include "tools/common/npy.h"
+#include "tools/runner/llm_runner.h"
+#include "tools/runner/runner_common.h"
 
 namespace {
 
 using namespace ember;
+using namespace ember::runner;
 
 constexpr const char* kVersion = "0.1.0";
 
-struct Options {
-  std::string program;
-  std::string info;
-  std::string method;
-  std::vector<std::string> inputs;
-  std::string output_dir;
-  int iterations = 1;
-  int threads = 1;
-  std::string backends;
-  std::string verification = "full";
-  bool mmap = false;
-  bool verbose = false;
-  std::string profile;
-  uint64_t seed = 0;
-};
 
-// A one-line failure that main() prints as "runner: error: ...".
-struct Failure {
-  std::string message;
-};
-
-[[noreturn]] void fail(const std::string& message) { throw Failure{message}; }
-[[noreturn]] void fail(const Status& status, const ErrorContext& ctx, const std::string& what) {
-  std::string message = what + ": " + to_string(status.code());
-  if (ctx.message[0] != '\0') message += std::string(": ") + ctx.message;
-  fail(message);
-}
 
 std::string dims_string(const int64_t* dims, int rank, const char* const* symbols = nullptr) {
   std::string s = "[";
@@ -66,117 +43,10 @@ std::string dims_string(const int64_t* dims, int rank, const char* const* symbol
   return s + "]";
 }
 
-struct AlignedBuffer {
-  void* data = nullptr;
-  explicit AlignedBuffer(size_t size, size_t alignment = 64) : data(platform_aligned_alloc(alignment, size)) {
-    if (!data) fail("out of memory allocating " + std::to_string(size) + " bytes");
-    std::memset(data, 0, size);
-  }
-  ~AlignedBuffer() { platform_aligned_free(data); }
-  AlignedBuffer(const AlignedBuffer&) = delete;
-  AlignedBuffer& operator=(const AlignedBuffer&) = delete;
-};
 
-// Everything a loaded program needs to stay alive.
-struct Session {
-  KernelRegistry kernels;
-  BackendRegistry backends;
-  std::unique_ptr<FixedThreadPool> pool;
-  std::vector<std::string> backend_names;
-  std::vector<const char*> backend_list;
-  std::unique_ptr<DataLoader> loader;
-  std::unique_ptr<Program> program;
-};
 
-std::unique_ptr<Session> open_program(const std::string& path, const Options& o) {
-  auto s = std::make_unique<Session>();
-  if (!register_builtin(s->kernels).is_ok()) fail("kernel registration failed");
-  if (!backends::null_backend::register_backend(s->backends).is_ok()) fail("backend registration failed");
-  if (o.threads < 1 || o.threads > 64) fail("--threads must be in 1..64, got " + std::to_string(o.threads));
-  s->pool = std::make_unique<FixedThreadPool>(static_cast<size_t>(o.threads));
 
-  LoadOptions options;
-  if (o.verification == "full") options.verification = Verification::Full;
-  else if (o.verification == "structural") options.verification = Verification::Structural;
-  else if (o.verification == "trusted") options.verification = Verification::Trusted;
-  else fail("--verify must be full, structural or trusted, got '" + o.verification + "'");
-  if (!o.backends.empty()) {
-    size_t start = 0;
-    bool portable = false;
-    while (start <= o.backends.size()) {
-      const size_t comma = std::min(o.backends.find(',', start), o.backends.size());
-      const std::string name = o.backends.substr(start, comma - start);
-      if (name == "portable") {
-        portable = true;
-      } else if (s->backends.find(name.c_str()) == nullptr) {
-        fail("--backends: unknown backend '" + name + "' (this build has: null, portable)");
-      } else {
-        s->backend_names.push_back(name);
-      }
-      start = comma + 1;
-    }
-    for (const std::string& n : s->backend_names) s->backend_list.push_back(n.c_str());
-    options.backends = Span<const char* const>(s->backend_list.data(), s->backend_list.size());
-    if (s->backend_list.empty()) options.backends = Span<const char* const>(nullptr, 0);
-    options.fallback = portable ? Fallback::Portable : Fallback::Fail;
-    if (s->backend_list.empty()) {
-      // Only "portable": no backend may run a delegate.
-      static const char* const kNone[] = {"<portable only>"};
-      options.backends = Span<const char* const>(kNone, 1);
-    }
-  }
 
-  ErrorContext ctx;
-  if (o.mmap) {
-    Result<MmapDataLoader> loader = MmapDataLoader::open(path.c_str(), &ctx);
-    if (!loader.is_ok()) fail(loader.status(), ctx, "cannot open " + path);
-    s->loader = std::make_unique<MmapDataLoader>(std::move(loader).value());
-  } else {
-    Result<FileDataLoader> loader = FileDataLoader::open(path.c_str(), &ctx);
-    if (!loader.is_ok()) fail(loader.status(), ctx, "cannot open " + path);
-    s->loader = std::make_unique<FileDataLoader>(std::move(loader).value());
-  }
-  RuntimeContext runtime;
-  runtime.pool = s->pool.get();
-  runtime.kernels = &s->kernels;
-  runtime.backends = &s->backends;
-  static RuntimeContext stored;
-  stored = runtime;
-  Result<Program> program = Program::load(*s->loader, stored, options, &ctx);
-  if (!program.is_ok()) fail(program.status(), ctx, "cannot load " + path);
-  s->program = std::make_unique<Program>(std::move(program).value());
-  return s;
-}
-
-// Memory for one method, sized from its MethodMeta.
-struct MethodMemory {
-  std::unique_ptr<AlignedBuffer> method_buffer;
-  std::unique_ptr<BumpAllocator> allocator;
-  std::vector<std::unique_ptr<AlignedBuffer>> arena_buffers;
-  std::vector<Span<uint8_t>> arenas;
-  std::unique_ptr<AlignedBuffer> scratch;
-  std::unique_ptr<MemoryPlan> plan;
-
-  explicit MethodMemory(const MethodMeta& meta) {
-    method_buffer = std::make_unique<AlignedBuffer>(meta.method_allocator_bytes() + 64);
-    allocator = std::make_unique<BumpAllocator>(
-        Span<uint8_t>(static_cast<uint8_t*>(method_buffer->data), meta.method_allocator_bytes() + 64));
-    for (size_t a = 0; a < meta.arena_count(); ++a) {
-      const ArenaMeta arena = meta.arena(a).value();
-      arena_buffers.push_back(std::make_unique<AlignedBuffer>(arena.size + 64, std::max<size_t>(64, arena.alignment)));
-      arenas.emplace_back(static_cast<uint8_t*>(arena_buffers.back()->data), arena.size);
-    }
-    scratch = std::make_unique<AlignedBuffer>(meta.scratch_bytes() + 64);
-    plan = std::make_unique<MemoryPlan>(*allocator, Span<Span<uint8_t>>(arenas.data(), arenas.size()),
-                                        Span<uint8_t>(static_cast<uint8_t*>(scratch->data), meta.scratch_bytes()));
-  }
-};
-
-const char* method_name_or_default(const Program& program, const std::string& requested) {
-  if (!requested.empty()) return requested.c_str();
-  if (program.method_count() == 0) fail("the program has no methods");
-  return program.method_name(0);
-}
 
 int run_info(const Options& o) {
   auto s = open_program(o.info, o);
@@ -500,9 +370,26 @@ int main(int argc, char** argv) {
                  "default: every registered backend, with fallback)");
   app.add_option("--verify", o.verification, "full | structural (skip weight hashes) | trusted")->capture_default_str();
   app.add_flag("--mmap", o.mmap, "Map the file instead of reading it");
-  app.add_option("--seed", o.seed, "Seed for random inputs")->capture_default_str();
+  app.add_option("--seed", o.seed, "Seed for random inputs (LLM: the sampling seed)")->capture_default_str();
   app.add_flag("--verbose", o.verbose, "Log load details (fallbacks, ...)");
   app.add_option("--profile", o.profile, "Write per-instruction timings as a Chrome trace (JSON) and print a per-op summary");
+  // LLM programs (exported from a Hugging Face checkpoint folder).
+  app.add_option("--prompt", o.prompt, "LLM: generate from this prompt, streaming the text; prints prefill and decode tokens/s");
+  app.add_option("--prompts-file", o.prompts_file, "LLM: one prompt per line, run concurrently (continuous batching)");
+  app.add_flag("--chat", o.chat, "LLM: wrap the prompt in the program's chat template (ChatML, Llama-3)");
+  app.add_option("--system", o.system, "LLM: a system message for --chat");
+  app.add_option("--max-new-tokens", o.max_new_tokens, "LLM: tokens to generate at most")->capture_default_str();
+  app.add_option("--temperature", o.temperature, "LLM: 0 = greedy (default: greedy, or generation_config.json's when it samples)");
+  app.add_option("--top-k", o.top_k, "LLM: keep the k most likely tokens (0 = off)");
+  app.add_option("--top-p", o.top_p, "LLM: nucleus sampling threshold (1 = off)");
+  app.add_option("--repetition-penalty", o.repetition_penalty, "LLM: HF repetition penalty (1 = off)");
+  app.add_option("--stop", o.stops, "LLM: stop when the text contains this string (repeatable, up to 8)");
+  app.add_flag("--ignore-eos", o.ignore_eos, "LLM: keep generating after an EOS token");
+  app.add_option("--kv-blocks", o.kv_blocks, "LLM: KV cache blocks (default: the program's maximum)");
+  app.add_flag("--print-ids", o.print_ids, "LLM: print the prompt and generated token ids");
+  app.add_option("--tokenizer", o.tokenizer, "LLM: tokenizer.json to use instead of the program's");
+  app.add_option("--encode", o.encode, "Print the token ids of TEXT (with --tokenizer or an LLM --program)");
+  app.add_option("--decode", o.decode, "Print the text of space- or comma-separated token IDS");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -513,6 +400,7 @@ int main(int argc, char** argv) {
   if (!o.verbose) set_log_level(static_cast<LogLevel>(4));
   try {
     if (!o.info.empty()) return run_info(o);
+    if (wants_llm(o)) return run_llm(o);
     if (o.program.empty()) {
       std::fprintf(stderr, "runner: error: give --program FILE or --info FILE (see --help)\n");
       return 2;

@@ -52,11 +52,13 @@ void GraphBuilder::ensure_inference() {
   for (size_t v = 0; v < graph_.values.size(); ++v) inference_->add_source(static_cast<int>(v));
 }
 
-ValueId GraphBuilder::input(const std::string& name, ScalarType dtype, std::vector<DimSpec> dims) {
-  if (name.empty()) throw ExportError("input(): empty name");
-  if (graph_.find_value(name) >= 0) throw ExportError("input '" + name + "': a value of that name exists");
-  if (!is_valid(dtype)) throw ExportError("input '" + name + "': invalid dtype");
-  if (dims.size() > static_cast<size_t>(kMaxRank)) throw ExportError("input '" + name + "': rank > 8");
+Value GraphBuilder::source_value(const char* what, const std::string& name, ScalarType dtype,
+                                 const std::vector<DimSpec>& dims) const {
+  const std::string label = std::string(what) + " '" + name + "'";
+  if (name.empty()) throw ExportError(std::string(what) + "(): empty name");
+  if (graph_.find_value(name) >= 0) throw ExportError(label + ": a value of that name exists");
+  if (!is_valid(dtype)) throw ExportError(label + ": invalid dtype");
+  if (dims.size() > static_cast<size_t>(kMaxRank)) throw ExportError(label + ": rank > 8");
   Value v;
   v.name = name;
   v.dtype = dtype;
@@ -64,19 +66,31 @@ ValueId GraphBuilder::input(const std::string& name, ScalarType dtype, std::vect
     if (d.is_symbolic()) {
       const int sym = graph_.find_symbol(d.symbol());
       if (sym == 0) {
-        throw ExportError("input '" + name + "': symbol '" + d.symbol() + "' is not declared (call symbol() first)");
+        throw ExportError(label + ": symbol '" + d.symbol() + "' is not declared (call symbol() first)");
       }
       v.dims.push_back(Dim{graph_.symbols[static_cast<size_t>(sym) - 1].max, static_cast<uint16_t>(sym)});
     } else {
-      if (d.size() < 0) throw ExportError("input '" + name + "': negative dim " + std::to_string(d.size()));
+      if (d.size() < 0) throw ExportError(label + ": negative dim " + std::to_string(d.size()));
       v.dims.push_back(Dim{d.size(), 0});
     }
   }
   if (is_sub_byte(dtype) && (v.dims.empty() || v.dims.back().max % 2 != 0 || v.dims.back().sym != 0)) {
-    throw ExportError("input '" + name + "': sub-byte dtype " + to_string(dtype) + " needs an even static innermost dim");
+    throw ExportError(label + ": sub-byte dtype " + to_string(dtype) + " needs an even static innermost dim");
   }
-  const ValueId id = graph_.add_value(std::move(v));
+  return v;
+}
+
+ValueId GraphBuilder::input(const std::string& name, ScalarType dtype, std::vector<DimSpec> dims) {
+  const ValueId id = graph_.add_value(source_value("input", name, dtype, dims));
   graph_.inputs.push_back(NamedValue{name, id});
+  if (inference_) inference_->add_source(id);
+  return id;
+}
+
+ValueId GraphBuilder::state(const std::string& name, ScalarType dtype, std::vector<DimSpec> dims) {
+  Value v = source_value("state", name, dtype, dims);
+  v.state = name;
+  const ValueId id = graph_.add_value(std::move(v));
   if (inference_) inference_->add_source(id);
   return id;
 }
@@ -114,6 +128,13 @@ ValueId GraphBuilder::constant(const std::string& name, ScalarType dtype, std::v
   v.data = std::make_shared<const std::vector<uint8_t>>(std::move(bytes));
   const ValueId id = graph_.add_value(std::move(v));
   if (inference_) inference_->add_source(id);
+  return id;
+}
+
+ValueId GraphBuilder::constant_quantized(const std::string& name, ScalarType dtype, std::vector<int64_t> dims,
+                                         std::vector<uint8_t> bytes, std::shared_ptr<const QuantParams> quant) {
+  const ValueId id = constant(name, dtype, std::move(dims), std::move(bytes));
+  graph_.values[static_cast<size_t>(id)].quant = std::move(quant);
   return id;
 }
 

@@ -82,6 +82,9 @@ class GraphBuilder {
   // Declares a run-time size with 0 <= min <= max; before the first op.
   void symbol(const std::string& name, int64_t min, int64_t max);
   ValueId input(const std::string& name, ScalarType dtype, std::vector<DimSpec> dims);
+  // Program state named `name` (DESIGN §2: a KV cache), read and written in place by the ops that
+  // declare it (OpInfo::state_inputs); symbolic dims take their load-time values.
+  ValueId state(const std::string& name, ScalarType dtype, std::vector<DimSpec> dims);
   // Marks `value` as a graph output named `name` (not an input, a constant or already an output).
   void output(const std::string& name, ValueId value);
 
@@ -89,6 +92,9 @@ class GraphBuilder {
   ValueId constant(const std::string& name, ScalarType dtype, std::vector<int64_t> dims,
                    std::vector<uint8_t> bytes);
   ValueId constant_f32(const std::string& name, std::vector<int64_t> dims, const std::vector<float>& data);
+  // A quantized constant (graph.h QuantParams): `bytes` holds the codes of dtype x dims.
+  ValueId constant_quantized(const std::string& name, ScalarType dtype, std::vector<int64_t> dims,
+                             std::vector<uint8_t> bytes, std::shared_ptr<const QuantParams> quant);
   // Seeded (the builder's seed, then the order of calls) f32 constants.
   ValueId random_uniform(const std::string& name, std::vector<int64_t> dims, float lo, float hi);
   ValueId random_normal(const std::string& name, std::vector<int64_t> dims, float mean, float stddev);
@@ -128,6 +134,8 @@ class GraphBuilder {
 
  private:
   void check_value(ValueId v, const char* what) const;
+  Value source_value(const char* what, const std::string& name, ScalarType dtype,
+                     const std::vector<DimSpec>& dims) const;
   void ensure_inference();
   std::string unique_value_name(const std::string& base) const;
 

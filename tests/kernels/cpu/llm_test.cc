@@ -9,6 +9,7 @@
 
 #include "kernels/cpu/ops.h"
 #include "kernels/reference/ops.h"
+#include "runtime/core/float_codecs.h"
 #include "tests/kernels/cpu/test_util.h"
 
 namespace ember::kernels::cpu_test {
@@ -188,6 +189,37 @@ TEST_P(LlmTest, EmbeddingTwinExactEveryDtype) {
   ids.view.data_as<int32_t>()[0] = 4, ids.view.data_as<int32_t>()[1] = -7;
   auto out = RunAll(OpCode::Embedding, cpu::embedding, nullptr, OpAttrs{}, {w.view, ids.view});
   for (int i = 0; i < 18; ++i) EXPECT_EQ(out[0].f()[i], 0.0f);
+}
+
+TEST_P(LlmTest, LinearWithBf16WeightTwinAndBatchInvariance) {
+  for (int64_t k : {1, 31, 64, 300}) {
+    for (int64_t n : {1, 17, 96}) {
+      for (int64_t m : {1, 3, 9}) {
+        const Tensor wf = Random({n, k}, 20);
+        Tensor w(ScalarType::BF16, {n, k});
+        for (size_t i = 0; i < w.numel(); ++i) w.view.data_as<uint16_t>()[i] = ::ember::f32_to_bf16(wf.f()[i]);
+        const Tensor x = Random({m, k}, 21, -2.0f, 2.0f), b = Random({n}, 22);
+        SCOPED_TRACE(testing::Message() << "m " << m << " n " << n << " k " << k);
+        for (bool bias : {false, true}) {
+          std::vector<TensorView> in = {x.view, w.view};
+          if (bias) in.push_back(b.view);
+          OpAttrs attrs;
+          attrs.kind = AttrKind::Linear;
+          const auto cpu_out = RunAll(OpCode::Linear, cpu::linear_bf16_weight, cpu::linear_quantized_scratch, attrs, in);
+          Tensor expected;
+          Shape(OpCode::Linear, attrs, in.data(), in.size(), &expected);
+          RunKernel(ref::linear_bf16_weight, attrs, in.data(), in.size(), &expected);
+          EXPECT_TRUE(AllClose(cpu_out[0], expected, {1e-5f, 1e-5f}));
+          // Row m - 1 alone is bitwise the same row of the batch.
+          std::vector<TensorView> one = in;
+          const Tensor last = Rows(x, m - 1, 1);
+          one[0] = last.view;
+          const auto alone = RunAll(OpCode::Linear, cpu::linear_bf16_weight, cpu::linear_quantized_scratch, attrs, one);
+          EXPECT_TRUE(RowBytesEqual(alone[0], cpu_out[0], m - 1));
+        }
+      }
+    }
+  }
 }
 
 struct SampleBatch {

@@ -186,8 +186,9 @@ TEST(CpuRegisterTest, RegistersEveryKeyOnceAndReferenceFillsNothingMore) {
   const size_t cpu_count = registry.size();
   // + the importer's f32 clip .. batch_norm (11), where f32 and pad f32, and linear with a quantized
   // weight (5 layouts x 3 bias forms); the LLM ops: rms_norm, rope, silu_mul, embedding (f32, bf16,
-  // f16 weights), sample.
-  EXPECT_EQ(cpu_count, 10u + 6u + 4u + 7u + 13u * (3u + 15u) + 11u + 2u + 15u + 7u);
+  // f16 weights), sample; logits_gather and paged_attention (f32, bf16, f16, fp8 caches); linear
+  // with a bf16 weight (3 bias forms).
+  EXPECT_EQ(cpu_count, 10u + 6u + 4u + 7u + 13u * (3u + 15u) + 11u + 2u + 15u + 7u + 5u + 3u);
   ASSERT_TRUE(register_reference_kernels(registry, /*only_missing=*/true).is_ok());
   // The reference fills in only the importer's ops the cpu library leaves to it: equal (4 keys),
   // where / expand / gather (i32, i64) over 13 dtypes minus where f32, pad over 9 dtypes minus f32,

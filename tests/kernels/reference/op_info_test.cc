@@ -37,7 +37,7 @@ TEST_F(OpInfoTest, TableCoversEveryOp) {
                          "sqrt",    "exp",        "pow",        "reduce_mean", "reduce_sum",
                          "pad",     "gather",     "where",      "equal",      "cast",
                          "expand",  "batch_norm", "neg",        "rms_norm",   "rope",
-                         "silu_mul", "embedding", "sample"};
+                         "silu_mul", "embedding", "sample", "paged_attention", "logits_gather"};
   static_assert(sizeof(names) / sizeof(names[0]) == kOpCodeCount - 1, "one name per op");
   for (int i = 1; i < kOpCodeCount; ++i) {
     const OpCode op = static_cast<OpCode>(i);
@@ -49,6 +49,8 @@ TEST_F(OpInfoTest, TableCoversEveryOp) {
     EXPECT_EQ(info->outputs, op == OpCode::Sample ? 2 : 1);
     EXPECT_LE(info->min_inputs, info->max_inputs);
     EXPECT_NE(info->shape, nullptr);
+    // Only paged_attention writes inputs in place: its two KV caches.
+    EXPECT_EQ(info->state_inputs, op == OpCode::PagedAttention ? 0x18u : 0u) << info->name;
   }
   EXPECT_EQ(find_op_info(OpCode::Invalid), nullptr);
   EXPECT_EQ(find_op_info(static_cast<OpCode>(kOpCodeCount)), nullptr);
@@ -80,6 +82,7 @@ TEST_F(OpInfoTest, TableArityAndAttributes) {
       {OpCode::Neg, AttrKind::None, 1, 1},         {OpCode::RmsNorm, AttrKind::Norm, 2, 2},
       {OpCode::Rope, AttrKind::None, 3, 3},        {OpCode::SiluMul, AttrKind::None, 2, 2},
       {OpCode::Embedding, AttrKind::None, 2, 2},   {OpCode::Sample, AttrKind::None, 9, 9},
+      {OpCode::PagedAttention, AttrKind::Attention, 9, 9}, {OpCode::LogitsGather, AttrKind::None, 2, 2},
   };
   for (const Expect& e : expects) {
     const OpInfo* info = find_op_info(e.op);

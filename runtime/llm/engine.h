@@ -1,0 +1,147 @@
+// Engine: runs an LLM program's `step` method (DESIGN §6) over a Scheduler and a BlockAllocator:
+// requests in, tokens out, continuous batching, with generation control (EOS ids, max new tokens,
+// the context limit, cancel). Stop strings are text-level: the caller detokenizes (Tokenizer,
+// StreamDecoder), matches them (StopMatcher below) and calls finish().
+//
+//   Engine engine;
+//   EMBER_RETURN_IF_ERROR(engine.init(method, limits, num_blocks, eos_ids, memory, &ctx));
+//   EMBER_ASSIGN_OR_RETURN(int32_t seq, engine.add(prompt_ids, config, &ctx));
+//   while (engine.has_work()) {
+//     EMBER_ASSIGN_OR_RETURN(Span<const TokenEvent> events, engine.step(&ctx));
+//     for (const TokenEvent& e : events) ...   // one new token per sampling sequence
+//   }
+//
+// Memory: init() takes all it needs from caller memory (memory_bytes()); step() makes no heap
+// allocation. The Method must be loaded with num_blocks as its program's `num_blocks` symbol (the KV
+// pool) and must outlive the Engine. Not thread-safe.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string_view>
+
+#include "runtime/core/span.h"
+#include "runtime/core/status.h"
+#include "runtime/executor/method.h"
+#include "runtime/llm/block_allocator.h"
+#include "runtime/llm/scheduler.h"
+
+namespace ember::llm {
+
+struct GenerationConfig {
+  int32_t max_new_tokens = 128;
+  float temperature = 0.0f;         // 0: greedy
+  int32_t top_k = 0;                // <= 0: off
+  float top_p = 1.0f;               // >= 1: off
+  float repetition_penalty = 1.0f;  // 1: off; else over the prompt and the generated tokens (HF)
+  int32_t seed = 0;                 // the Philox key; draw i of the sequence uses counter i
+  bool ignore_eos = false;
+};
+
+enum class FinishReason : uint8_t { None = 0, Eos = 1, Length = 2, Stop = 3, Cancelled = 4 };
+const char* to_string(FinishReason reason);
+
+struct TokenEvent {
+  int32_t seq = -1;
+  int32_t token = 0;
+  float logprob = 0.0f;
+  FinishReason finished = FinishReason::None;  // None: the sequence goes on
+};
+
+struct StepStats {
+  int32_t prefill_tokens = 0;  // prompt (or recomputed) tokens of the last step
+  int32_t decode_tokens = 0;   // tokens sampled by the last step
+};
+
+class Engine {
+ public:
+  // Bytes init() needs for these limits and pool size.
+  static size_t memory_bytes(const SchedulerLimits& limits, int32_t num_blocks);
+
+  // `method`: a loaded `step` method whose inputs and outputs are those of the hf_llm exporter
+  // (exporter/importers/hf_llm/step_graph.h), checked by name, dtype and max dims; `limits` must fit
+  // them (max_seqs, max_tokens, max_context, block_size) and num_blocks must equal the pool the
+  // method was loaded with. eos_ids is copied (up to 16). Errors: InvalidArgument naming the
+  // mismatch, OutOfMemory (memory too small).
+  Status init(Method& method, const SchedulerLimits& limits, int32_t num_blocks, Span<const int32_t> eos_ids,
+              Span<uint8_t> memory, ErrorContext* ctx = nullptr);
+
+  // A new request. Errors: InvalidArgument (empty prompt, a prompt that leaves no room for one new
+  // token in the context, an id outside the vocabulary, bad sampling parameters), OutOfMemory (no
+  // request slot).
+  Result<int32_t> add(Span<const int32_t> prompt, const GenerationConfig& config, ErrorContext* ctx = nullptr);
+  bool has_work() const { return scheduler_.has_work(); }
+  // One execute() of `step`; the events of the tokens it sampled (valid until the next step()).
+  Result<Span<const TokenEvent>> step(ErrorContext* ctx = nullptr);
+
+  // Stops a sequence (its blocks are freed at once); finish() marks it done with `reason` (a stop
+  // string, say). Both keep its tokens readable until release().
+  void cancel(int32_t seq);
+  void finish(int32_t seq, FinishReason reason);
+  void release(int32_t seq);
+  FinishReason finish_reason(int32_t seq) const { return reasons_[seq]; }
+  Span<const int32_t> tokens(int32_t seq) const { return scheduler_.tokens(seq); }
+  int32_t prompt_length(int32_t seq) const { return scheduler_.prompt_length(seq); }
+  const Scheduler& scheduler() const { return scheduler_; }
+  const StepStats& last_step() const { return stats_; }
+  // The logits [vocab] the last step computed for `seq` (before the repetition penalty); empty when
+  // the sequence was not in that step. Valid until the next step().
+  Span<const float> logits(int32_t seq) const;
+  int32_t vocab_size() const { return vocab_; }
+
+ private:
+  static constexpr int kMaxEos = 16;
+  Status bind(size_t input, const int64_t* dims, int rank, const void* data, size_t bytes, ErrorContext* ctx);
+
+  Method* method_ = nullptr;
+  SchedulerLimits limits_{};
+  BlockAllocator blocks_;
+  Scheduler scheduler_;
+  int32_t vocab_ = 0;
+  int32_t eos_[kMaxEos] = {};
+  int32_t eos_count_ = 0;
+  GenerationConfig* configs_ = nullptr;   // [max_requests]
+  FinishReason* reasons_ = nullptr;       // [max_requests]
+  // Per-row step inputs [max_seqs] and the history [max_seqs, max_context].
+  float* temperature_ = nullptr;
+  int32_t* top_k_ = nullptr;
+  float* top_p_ = nullptr;
+  float* penalty_ = nullptr;
+  int32_t* seed_ = nullptr;
+  int32_t* sample_position_ = nullptr;
+  int32_t* history_ = nullptr;
+  int32_t* history_len_ = nullptr;
+  int32_t* row_seq_ = nullptr;            // [max_seqs]: the last step's rows
+  int32_t rows_ = 0;
+  TokenEvent* events_ = nullptr;          // [max_seqs]
+  StepStats stats_{};
+  size_t inputs_[15] = {};                // method input index of each step input (step_graph.h order)
+  size_t outputs_[3] = {};                // next_ids, logprobs, logits
+};
+
+// Finds stop strings in a growing text (the detokenized output of one sequence) without heap: call
+// feed() with each new piece; it returns how many bytes of the piece may be shown (the rest may be
+// the start of a stop string, or follows one) and sets matched() once a stop string is complete.
+// Holds up to kMaxHold bytes back; stop strings longer than that are refused by init().
+class StopMatcher {
+ public:
+  static constexpr size_t kMaxStops = 8, kMaxHold = 256;
+  // Errors: InvalidArgument (too many, empty, or longer than kMaxHold). The strings are borrowed.
+  Status init(Span<const std::string_view> stops, ErrorContext* ctx = nullptr);
+  // Appends `piece`; writes the text that is now safe to show into `out` (at most piece.size() +
+  // kMaxHold bytes) and returns its size. After a match, the text up to the stop string is emitted
+  // and everything later is dropped.
+  size_t feed(std::string_view piece, char* out);
+  // The held-back text when the sequence ends without a match (to show it all).
+  size_t flush(char* out);
+  bool matched() const { return matched_; }
+
+ private:
+  std::string_view stops_[kMaxStops];
+  size_t count_ = 0;
+  char hold_[kMaxHold * 2] = {};
+  size_t held_ = 0;
+  bool matched_ = false;
+};
+
+}  // namespace ember::llm

@@ -1,0 +1,198 @@
+// paged_attention and logits_gather as ops: a GraphBuilder program whose KV caches are program
+// state (DESIGN §2, §6), exported, loaded with a chosen num_blocks and run for several steps (chunked
+// prefill of two sequences, then decodes) against kernels::reference::paged_attention on caches
+// of its own; bad step metadata fails execute() with InvalidArgument and leaves the cache alone;
+// the validator refuses a program whose cache is not state.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "exporter/importers/builder/graph_builder.h"
+#include "kernels/reference/paged_attention.h"
+#include "tests/common/program_util.h"
+#include "tests/common/test_util.h"
+
+namespace ember {
+namespace {
+
+using exporter::DimSpec;
+using exporter::GraphBuilder;
+using exporter::HostTensor;
+using exporter::ValueId;
+
+constexpr int64_t kHq = 4, kHkv = 2, kD = 8, kBlockSize = 4, kMaxBlocks = 4, kMaxT = 8, kMaxS = 2;
+
+HostTensor i32(std::vector<int64_t> dims, const std::vector<int32_t>& values) {
+  HostTensor t;
+  t.dtype = ScalarType::I32;
+  t.dims = std::move(dims);
+  t.bytes.resize(values.size() * 4);
+  std::memcpy(t.bytes.data(), values.data(), t.bytes.size());
+  return t;
+}
+
+HostTensor f32(std::vector<int64_t> dims, const std::vector<float>& values) {
+  HostTensor t;
+  t.dtype = ScalarType::F32;
+  t.dims = std::move(dims);
+  t.bytes.resize(values.size() * 4);
+  std::memcpy(t.bytes.data(), values.data(), t.bytes.size());
+  return t;
+}
+
+// q, k, v, slot_mapping, block_tables, context_lens, query_start, logits_indices ->
+// gathered = logits_gather(reshape(paged_attention(...), [T, Hq * D]), logits_indices).
+exporter::Graph attention_graph(ScalarType cache_dtype, bool cache_as_state = true) {
+  GraphBuilder b;
+  b.symbol("T", 1, kMaxT);
+  b.symbol("S", 1, kMaxS);
+  b.symbol("S1", 2, kMaxS + 1);
+  b.symbol("num_blocks", 1, 16);
+  const ValueId q = b.input("q", ScalarType::F32, {DimSpec::sym("T"), kHq, kD});
+  const ValueId k = b.input("k", ScalarType::F32, {DimSpec::sym("T"), kHkv, kD});
+  const ValueId v = b.input("v", ScalarType::F32, {DimSpec::sym("T"), kHkv, kD});
+  const std::vector<DimSpec> cache_dims = {DimSpec::sym("num_blocks"), kBlockSize, kHkv, kD};
+  const ValueId kc = cache_as_state ? b.state("kv.0.k", cache_dtype, cache_dims) : b.input("kc", cache_dtype, cache_dims);
+  const ValueId vc = b.state("kv.0.v", cache_dtype, cache_dims);
+  const ValueId slots = b.input("slot_mapping", ScalarType::I32, {DimSpec::sym("T")});
+  const ValueId tables = b.input("block_tables", ScalarType::I32, {DimSpec::sym("S"), kMaxBlocks});
+  const ValueId lens = b.input("context_lens", ScalarType::I32, {DimSpec::sym("S")});
+  const ValueId starts = b.input("query_start", ScalarType::I32, {DimSpec::sym("S1")});
+  const ValueId idx = b.input("logits_indices", ScalarType::I32, {DimSpec::sym("S")});
+  OpAttrs attn;
+  attn.attn_scale = 1.0f / std::sqrt(float(kD));
+  attn.kv_scale = 0.05f;
+  const ValueId out = b.op(OpCode::PagedAttention, {q, k, v, kc, vc, slots, tables, lens, starts}, attn, "attn");
+  const ValueId flat = b.reshape(out, {DimSpec::sym("T"), kHq * kD});
+  b.output("gathered", b.op(OpCode::LogitsGather, {flat, idx}, OpAttrs{}, "gather"));
+  return b.build();
+}
+
+struct Step {
+  int64_t T, S;
+  std::vector<int32_t> slots, tables, lens, starts, idx;
+};
+
+// Sequence 0 owns blocks {3, 1}, sequence 1 owns {0, 5}: a 5-token and a 3-token prefill, then a
+// chunk of 2 for sequence 0 with a decode for sequence 1, then two decodes.
+std::vector<Step> steps() {
+  auto slot = [](int seq, int pos) {
+    const int blocks[2][2] = {{3, 1}, {0, 5}};
+    return blocks[seq][pos / kBlockSize] * int(kBlockSize) + pos % int(kBlockSize);
+  };
+  const std::vector<int32_t> tables = {3, 1, -1, -1, 0, 5, -1, -1};
+  return {
+      {8, 2, {slot(0, 0), slot(0, 1), slot(0, 2), slot(0, 3), slot(0, 4), slot(1, 0), slot(1, 1), slot(1, 2)},
+       tables, {5, 3}, {0, 5, 8}, {4, 7}},
+      {3, 2, {slot(0, 5), slot(0, 6), slot(1, 3)}, tables, {7, 4}, {0, 2, 3}, {1, 2}},
+      {3, 2, {slot(0, 7), slot(1, 4), -1}, tables, {8, 5}, {0, 1, 2}, {0, 1}},  // one padding token
+  };
+}
+
+void check_cache(ScalarType cache_dtype) {
+  SCOPED_TRACE(to_string(cache_dtype));
+  const int64_t num_blocks = 6;
+  const SymbolValue symbols[] = {{"num_blocks", num_blocks}};
+  LoadOptions options;
+  options.symbols = Span<const SymbolValue>(symbols, 1);
+  testing::Runtime rt;
+  testing::LoadedMethod lm(testing::export_program(attention_graph(cache_dtype)).program.bytes, rt.context, options);
+  ASSERT_TRUE(lm.ok()) << lm.ctx().message;
+  const Program::State* state = lm.program().find_state("kv.0.k");
+  ASSERT_NE(state, nullptr);
+  EXPECT_EQ(state->dims[0], num_blocks);
+  const size_t elem = nbytes_of(cache_dtype, 1);
+  EXPECT_EQ(state->nbytes, uint64_t(num_blocks * kBlockSize * kHkv * kD) * elem);
+
+  std::vector<uint8_t> ref_k(state->nbytes, 0), ref_v(state->nbytes, 0);
+  uint32_t seed = 1;
+  for (const Step& st : steps()) {
+    const HostTensor q = f32({st.T, kHq, kD}, testing::pattern(size_t(st.T * kHq * kD), seed++));
+    const HostTensor k = f32({st.T, kHkv, kD}, testing::pattern(size_t(st.T * kHkv * kD), seed++));
+    const HostTensor v = f32({st.T, kHkv, kD}, testing::pattern(size_t(st.T * kHkv * kD), seed++));
+    const std::vector<HostTensor> inputs = {
+        q, k, v, i32({st.T}, st.slots), i32({st.S, kMaxBlocks}, st.tables), i32({st.S}, st.lens),
+        i32({st.S + 1}, st.starts), i32({st.S}, st.idx)};
+    const std::vector<HostTensor> got = testing::run_method(lm.method(), inputs);
+    ASSERT_EQ(got.size(), 1u);
+
+    std::vector<float> expected(size_t(st.T * kHq * kD));
+    ASSERT_TRUE(kernels::reference::paged_attention(
+                    reinterpret_cast<const float*>(q.bytes.data()), reinterpret_cast<const float*>(k.bytes.data()),
+                    reinterpret_cast<const float*>(v.bytes.data()), st.T, st.S, kHq, kHkv, kD, cache_dtype,
+                    ref_k.data(), ref_v.data(), num_blocks, kBlockSize, 0.05f, st.slots.data(), st.tables.data(),
+                    kMaxBlocks, st.lens.data(), st.starts.data(), 1.0f / std::sqrt(float(kD)), expected.data())
+                    .is_ok());
+    std::vector<float> gathered;
+    for (int32_t row : st.idx) {
+      gathered.insert(gathered.end(), expected.begin() + row * kHq * kD, expected.begin() + (row + 1) * kHq * kD);
+    }
+    testing::ExpectAllClose(got[0], f32({st.S, kHq * kD}, gathered), {1e-5f, 1e-5f});
+  }
+  // The runtime's cache holds exactly what the reference wrote (bitwise: same encodings).
+  EXPECT_EQ(std::memcmp(state->data, ref_k.data(), ref_k.size()), 0);
+  EXPECT_EQ(std::memcmp(lm.program().state_data("kv.0.v"), ref_v.data(), ref_v.size()), 0);
+}
+
+TEST(PagedAttentionOp, StepsMatchTheReferenceForEveryCacheDtype) {
+  for (ScalarType dtype : {ScalarType::F32, ScalarType::BF16, ScalarType::F16, ScalarType::F8E4M3FN}) {
+    check_cache(dtype);
+  }
+}
+
+TEST(PagedAttentionOp, BadMetadataIsInvalidArgumentAndTheCacheIsUntouched) {
+  const SymbolValue symbols[] = {{"num_blocks", 6}};
+  LoadOptions options;
+  options.symbols = Span<const SymbolValue>(symbols, 1);
+  testing::Runtime rt;
+  testing::LoadedMethod lm(testing::export_program(attention_graph(ScalarType::F32)).program.bytes, rt.context,
+                           options);
+  ASSERT_TRUE(lm.ok()) << lm.ctx().message;
+  const Program::State* state = lm.program().find_state("kv.0.k");
+  struct Case {
+    std::vector<int32_t> slots, tables, lens, starts, idx;
+    const char* message;
+  } cases[] = {
+      {{11, 13}, {3, -1, -1, -1}, {2}, {0, 2}, {1}, "token 0 (sequence 0, position 0) has slot 11, expected 12"},
+      {{12, 14}, {3, -1, -1, -1}, {2}, {0, 2}, {1}, "token 1 (sequence 0, position 1) has slot 14, expected 13"},
+      {{24, 25}, {6, -1, -1, -1}, {2}, {0, 2}, {1}, "block_tables[0] = 6, outside [0, 6)"},
+      {{12, 13}, {3, -1, -1, -1}, {1}, {0, 2}, {1}, "context_len 1, outside [q_len 2"},
+      {{12, 13}, {3, -1, -1, -1}, {2}, {0, 3}, {1}, "query_start[S = 1] = 3 exceeds the 2 tokens"},
+      {{12, 13}, {3, -1, -1, -1}, {2}, {0, 2}, {2}, "logits_gather: index 2 at 0 is outside [-1, 2)"},
+  };
+  for (const Case& c : cases) {
+    const std::vector<uint8_t> before(state->data, state->data + state->nbytes);
+    const std::vector<float> x(2 * kHq * kD, 1.0f), kv(2 * kHkv * kD, 1.0f);
+    const std::vector<HostTensor> inputs = {
+        f32({2, kHq, kD}, x), f32({2, kHkv, kD}, kv), f32({2, kHkv, kD}, kv), i32({2}, c.slots),
+        i32({1, kMaxBlocks}, c.tables), i32({1}, c.lens), i32({2}, c.starts), i32({1}, c.idx)};
+    ErrorContext ctx;
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      ASSERT_TRUE(lm.method().set_input_sizes(i, Span<const int64_t>(inputs[i].dims.data(), inputs[i].dims.size()), &ctx).is_ok())
+          << ctx.message;
+      ASSERT_TRUE(lm.method().set_input(i, testing::view_of(inputs[i]), &ctx).is_ok()) << ctx.message;
+    }
+    const Status s = lm.method().execute(&ctx);
+    EXPECT_EQ(s.code(), Error::InvalidArgument) << c.message;
+    EXPECT_NE(std::string(ctx.message).find(c.message), std::string::npos) << ctx.message;
+    if (std::string(c.message).find("logits_gather") == std::string::npos) {
+      EXPECT_EQ(std::memcmp(state->data, before.data(), before.size()), 0) << "cache modified: " << c.message;
+    }
+  }
+}
+
+TEST(PagedAttentionOp, TheExporterRefusesACacheThatIsNotState) {
+  try {
+    testing::export_program(attention_graph(ScalarType::F32, /*cache_as_state=*/false));
+    FAIL() << "exported";
+  } catch (const exporter::ExportError& e) {
+    EXPECT_NE(std::string(e.what()).find("must be program state"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace ember

@@ -1,0 +1,253 @@
+// LLMs end to end (DESIGN §6): the tiny checkpoints of tests/llm/make_checkpoints.py imported by the
+// hf_llm exporter into a `step` program, loaded, and run:
+//  - logits of every prompt position, one decode step per token, against Hugging Face transformers
+//    (tests/data/llm/hf_reference, made by tests/llm/make_reference_logits.py): relative L2 over each
+//    prompt's [positions, vocab] logits <= 1e-4 for f32 and FP8 (dequantized exactly), <= 5e-3 for
+//    f16, <= 2e-2 for bf16, and per position within 1.5x that (transformers runs bf16 / f16 models
+//    with bf16 / f16 activations, Ember in f32: the difference is mostly transformers' rounding);
+//  - greedy generation by the Engine of the three prompts at once, with chunked prefill (8 tokens a
+//    step) and with a pool so small that sequences are preempted and recomputed: the ids equal the
+//    independent numpy forward pass's (tests/llm/reference_forward.py, recorded in reference.json);
+//  - batch invariance: a sequence's logits are bitwise the same alone and batched with others.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "exporter/importers/hf_llm/step_graph.h"
+#include "runtime/llm/engine.h"
+#include "tests/common/program_util.h"
+#include "tools/common/npy.h"
+
+namespace ember {
+namespace {
+
+struct Reference {
+  std::vector<std::vector<int32_t>> prompts, generated;  // numpy_generated
+  std::vector<std::pair<int64_t, int64_t>> rows;         // logits rows of each prompt
+  tools::NpyArray logits;                                  // [rows, vocab] f32
+};
+
+const nlohmann::json& reference_json() {
+  static const nlohmann::json j = [] {
+    std::ifstream f(std::string(EMBER_LLM_TEST_DATA) + "/hf_reference/reference.json");
+    return nlohmann::json::parse(f);
+  }();
+  return j;
+}
+
+Reference load_reference(const std::string& name) {
+  const nlohmann::json& c = reference_json().at("checkpoints").at(name);
+  Reference r;
+  r.prompts = c.at("prompts").get<std::vector<std::vector<int32_t>>>();
+  r.generated = c.at("numpy_generated").get<std::vector<std::vector<int32_t>>>();
+  for (const auto& row : c.at("rows")) r.rows.emplace_back(row[0].get<int64_t>(), row[1].get<int64_t>());
+  std::string error;
+  EXPECT_TRUE(tools::read_npy(std::string(EMBER_LLM_TEST_DATA) + "/hf_reference/" + c.at("logits_file").get<std::string>(),
+                              &r.logits, &error))
+      << error;
+  return r;
+}
+
+// An exported step program, loaded with `num_blocks` KV blocks.
+struct LlmProgram {
+  LlmProgram(const std::string& name, int64_t num_blocks, int64_t max_tokens = 64, int64_t max_seqs = 4) {
+    exporter::hf::StepOptions options;
+    options.max_seqs = max_seqs;
+    options.max_tokens = max_tokens;
+    options.max_context = 64;
+    options.block_size = 4;
+    options.kv_dtype = ScalarType::F32;
+    imported = exporter::hf::import_step(std::string(EMBER_LLM_CHECKPOINTS) + "/" + name, options);
+    bytes = testing::export_program(std::move(imported.graph)).program.bytes;
+    symbol = SymbolValue{"num_blocks", num_blocks};
+    load.symbols = Span<const SymbolValue>(&symbol, 1);
+    method = std::make_unique<testing::LoadedMethod>(bytes, rt.context, load);
+  }
+  llm::SchedulerLimits limits(int32_t requests) const {
+    llm::SchedulerLimits l;
+    l.max_seqs = 4;
+    l.max_tokens = static_cast<int32_t>(bytes.empty() ? 0 : max_tokens());
+    l.block_size = 4;
+    l.max_context = 64;
+    l.max_requests = requests;
+    return l;
+  }
+  int64_t max_tokens() const { return method->method().meta().input(0).value().max_dims[0]; }
+
+  exporter::hf::StepImport imported;
+  std::vector<uint8_t> bytes;
+  SymbolValue symbol;
+  LoadOptions load;
+  testing::Runtime rt;
+  std::unique_ptr<testing::LoadedMethod> method;
+};
+
+double rel_l2(const float* a, const float* b, size_t n) {
+  double num = 0, den = 0;
+  for (size_t i = 0; i < n; ++i) {
+    num += (double(a[i]) - b[i]) * (double(a[i]) - b[i]);
+    den += double(b[i]) * b[i];
+  }
+  return std::sqrt(num / den);
+}
+
+struct Family {
+  const char* name;
+  double tolerance;
+  bool exact_greedy;  // f32 math on f32 (or exactly dequantized) weights: greedy ids must equal numpy's
+};
+const Family kFamilies[] = {{"llama_f32", 1e-4, true},  {"qwen2_f32", 1e-4, true},  {"qwen3_f32", 1e-4, true},
+                            {"qwen3_fp8", 1e-4, true},  {"llama_f16", 5e-3, false}, {"qwen2_bf16", 2e-2, false},
+                            {"qwen3_bf16", 2e-2, false}};
+
+// Teacher-forced: each prompt token in its own step (a decode of one token), logits of every position.
+TEST(LlmEndToEnd, LogitsOfEveryPositionMatchTransformers) {
+  for (const Family& f : kFamilies) {
+    SCOPED_TRACE(f.name);
+    const Reference ref = load_reference(f.name);
+    LlmProgram p(f.name, 64);
+    ASSERT_TRUE(p.method->ok()) << p.method->ctx().message;
+    Method& m = p.method->method();
+    const int64_t vocab = ref.logits.dims[1];
+    int32_t block = 0;
+    double worst = 0, worst_prompt = 0;
+    for (size_t s = 0; s < ref.prompts.size(); ++s) {
+      const std::vector<int32_t>& prompt = ref.prompts[s];
+      std::vector<int32_t> table(16, 0);
+      for (int32_t& b : table) b = block++;  // 16 blocks of 4 = the 64-token context
+      double num = 0, den = 0;
+      for (size_t i = 0; i < prompt.size(); ++i) {
+        const int32_t pos = static_cast<int32_t>(i);
+        const std::vector<std::pair<std::vector<int64_t>, std::vector<int32_t>>> ints = {
+            {{1}, {prompt[i]}}, {{1}, {pos}}, {{1}, {table[size_t(pos / 4)] * 4 + pos % 4}}, {{1, 16}, table},
+            {{1}, {pos + 1}},   {{2}, {0, 1}}, {{1}, {0}}};
+        ErrorContext ctx;
+        for (size_t k = 0; k < ints.size(); ++k) {
+          ASSERT_TRUE(m.set_input_sizes(k, Span<const int64_t>(ints[k].first.data(), ints[k].first.size()), &ctx).is_ok()) << ctx.message;
+          std::memcpy(m.input(k).value().data, ints[k].second.data(), ints[k].second.size() * 4);
+        }
+        // Greedy sampling inputs: temperature 0, top_k 0, top_p 1, penalty 1, seed 0, position 0,
+        // history [1, 1] empty.
+        const float zero = 0.0f, one = 1.0f;
+        const int32_t izero = 0;
+        const int64_t s1[1] = {1}, h[2] = {1, 1};
+        for (size_t k = 7; k < 15; ++k) {
+          ASSERT_TRUE(m.set_input_sizes(k, Span<const int64_t>(k == 13 ? h : s1, k == 13 ? 2 : 1), &ctx).is_ok()) << ctx.message;
+          const void* src = k == 7 ? static_cast<const void*>(&zero) : (k == 9 || k == 10) ? static_cast<const void*>(&one)
+                                                                                          : static_cast<const void*>(&izero);
+          std::memcpy(m.input(k).value().data, src, 4);
+        }
+        ASSERT_TRUE(m.execute(&ctx).is_ok()) << ctx.message;
+        const float* got = m.output(2)->data_as<const float>();
+        const float* want = reinterpret_cast<const float*>(ref.logits.data.data()) + (ref.rows[s].first + int64_t(i)) * vocab;
+        const double err = rel_l2(got, want, size_t(vocab));
+        worst = std::max(worst, err);
+        EXPECT_LE(err, 1.5 * f.tolerance) << "prompt " << s << " position " << i;
+        for (int64_t v = 0; v < vocab; ++v) {
+          num += (double(got[v]) - want[v]) * (double(got[v]) - want[v]);
+          den += double(want[v]) * want[v];
+        }
+      }
+      const double prompt_err = std::sqrt(num / den);
+      worst_prompt = std::max(worst_prompt, prompt_err);
+      EXPECT_LE(prompt_err, f.tolerance) << "prompt " << s;
+    }
+    std::printf("%s: relative L2 of the logits vs transformers: worst prompt %.3g (bound %.0e), worst position %.3g\n",
+                f.name, worst_prompt, f.tolerance, worst);
+  }
+}
+
+struct Generation {
+  std::vector<std::vector<int32_t>> ids;          // per request
+  std::vector<std::vector<std::vector<float>>> logits;  // per request, per sampled token
+  int32_t preemptions = 0;
+};
+
+Generation generate(LlmProgram& p, const std::vector<std::vector<int32_t>>& prompts, int32_t num_blocks, int32_t max_new) {
+  Generation g;
+  llm::Engine engine;
+  const llm::SchedulerLimits limits = p.limits(static_cast<int32_t>(prompts.size()));
+  std::vector<uint8_t> memory(llm::Engine::memory_bytes(limits, num_blocks));
+  ErrorContext ctx;
+  EXPECT_TRUE(engine.init(p.method->method(), limits, num_blocks, Span<const int32_t>(), Span<uint8_t>(memory.data(), memory.size()), &ctx).is_ok())
+      << ctx.message;
+  std::vector<int32_t> seqs;
+  llm::GenerationConfig config;
+  config.max_new_tokens = max_new;
+  for (const auto& prompt : prompts) {
+    Result<int32_t> seq = engine.add(Span<const int32_t>(prompt.data(), prompt.size()), config, &ctx);
+    EXPECT_TRUE(seq.is_ok()) << ctx.message;
+    seqs.push_back(seq.value());
+  }
+  g.ids.resize(prompts.size());
+  g.logits.resize(prompts.size());
+  while (engine.has_work()) {
+    Result<Span<const llm::TokenEvent>> events = engine.step(&ctx);
+    EXPECT_TRUE(events.is_ok()) << ctx.message;
+    if (!events.is_ok()) break;
+    for (const llm::TokenEvent& e : events.value()) {
+      for (size_t r = 0; r < seqs.size(); ++r) {
+        if (seqs[r] != e.seq) continue;
+        g.ids[r].push_back(e.token);
+        const Span<const float> l = engine.logits(e.seq);
+        g.logits[r].emplace_back(l.begin(), l.end());
+      }
+    }
+  }
+  g.preemptions = engine.scheduler().preemptions();
+  return g;
+}
+
+TEST(LlmEndToEnd, GreedyGenerationMatchesNumpyWithChunkedPrefillAndPreemption) {
+  for (const Family& f : kFamilies) {
+    if (!f.exact_greedy) continue;
+    SCOPED_TRACE(f.name);
+    const Reference ref = load_reference(f.name);
+    const int32_t max_new = static_cast<int32_t>(ref.generated[0].size());
+    {
+      LlmProgram p(f.name, 48, /*max_tokens=*/8);  // the 33-token prompt takes five steps
+      ASSERT_TRUE(p.method->ok()) << p.method->ctx().message;
+      const Generation g = generate(p, ref.prompts, 48, max_new);
+      EXPECT_EQ(g.ids, ref.generated);
+      EXPECT_EQ(g.preemptions, 0);
+    }
+    {
+      // 16 blocks = one context: the three sequences cannot all hold their KV at once.
+      LlmProgram p(f.name, 16, /*max_tokens=*/8);
+      ASSERT_TRUE(p.method->ok()) << p.method->ctx().message;
+      const Generation g = generate(p, ref.prompts, 16, max_new);
+      EXPECT_EQ(g.ids, ref.generated);
+      EXPECT_GT(g.preemptions, 0) << "the pool was meant to force a preemption";
+    }
+  }
+}
+
+TEST(LlmEndToEnd, LogitsAreBitwiseTheSameAloneAndBatched) {
+  for (const char* name : {"qwen2_f32", "qwen3_bf16", "qwen3_fp8"}) {
+    SCOPED_TRACE(name);
+    const Reference ref = load_reference(name);
+    LlmProgram p(name, 64, /*max_tokens=*/64);
+    ASSERT_TRUE(p.method->ok()) << p.method->ctx().message;
+    const Generation batched = generate(p, ref.prompts, 64, 8);
+    for (size_t r = 0; r < ref.prompts.size(); ++r) {
+      const Generation alone = generate(p, {ref.prompts[r]}, 64, 8);
+      ASSERT_EQ(alone.logits[0].size(), batched.logits[r].size());
+      for (size_t t = 0; t < alone.logits[0].size(); ++t) {
+        EXPECT_EQ(std::memcmp(alone.logits[0][t].data(), batched.logits[r][t].data(), alone.logits[0][t].size() * 4), 0)
+            << "request " << r << " token " << t;
+      }
+      EXPECT_EQ(alone.ids[0], batched.ids[r]);
+    }
+  }
+}
+
+}  // namespace
+}  // namespace ember
