@@ -13,6 +13,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <memory>
@@ -247,6 +248,47 @@ TEST(LlmEndToEnd, LogitsAreBitwiseTheSameAloneAndBatched) {
       EXPECT_EQ(alone.ids[0], batched.ids[r]);
     }
   }
+}
+
+// A checkpoint folder copied with its config.json edited.
+std::string edited_checkpoint(const std::string& name, const std::string& key, const nlohmann::json& value) {
+  const std::filesystem::path src = std::filesystem::path(EMBER_LLM_CHECKPOINTS) / name;
+  const std::filesystem::path dst = std::filesystem::temp_directory_path() / ("ember_llm_" + name + "_" + key);
+  std::filesystem::remove_all(dst);
+  std::filesystem::copy(src, dst);
+  nlohmann::json config = nlohmann::json::parse(std::ifstream(dst / "config.json"));
+  config[key] = value;
+  std::ofstream(dst / "config.json", std::ios::trunc) << config.dump(1);
+  return dst.string();
+}
+
+std::string import_error(const std::string& dir, exporter::hf::StepOptions options = {}) {
+  try {
+    exporter::hf::import_step(dir, options);
+  } catch (const exporter::ExportError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(LlmEndToEnd, ImportErrorsNameTheTensorOrTheValue) {
+  // One layer fewer than the weights: the other layer's tensors are left over.
+  std::string e = import_error(edited_checkpoint("llama_f32", "num_hidden_layers", 1));
+  EXPECT_NE(e.find("tensors not used by the llama graph: model.layers.1."), std::string::npos) << e;
+  // A hidden size the weights do not have.
+  e = import_error(edited_checkpoint("qwen2_f32", "intermediate_size", 100));
+  EXPECT_NE(e.find("mlp.gate_proj.weight"), std::string::npos) << e;
+  EXPECT_NE(e.find("config.json implies [100,"), std::string::npos) << e;
+  // Not tied: lm_head.weight is missing.
+  e = import_error(edited_checkpoint("qwen2_f32", "tie_word_embeddings", false));
+  EXPECT_NE(e.find("lm_head.weight"), std::string::npos) << e;
+  exporter::hf::StepOptions bad;
+  bad.max_seqs = 8;
+  bad.max_tokens = 4;
+  e = import_error(std::string(EMBER_LLM_CHECKPOINTS) + "/qwen3_f32", bad);
+  EXPECT_NE(e.find("--max-tokens >= --max-seqs"), std::string::npos) << e;
+  e = import_error(std::string(EMBER_LLM_CHECKPOINTS) + "/no_such_model");
+  EXPECT_NE(e.find("no_such_model"), std::string::npos) << e;
 }
 
 }  // namespace

@@ -1,0 +1,99 @@
+#!/usr/bin/env bash
+# runner's LLM modes end to end on the tiny checkpoints (tests/llm/make_checkpoints.py): export with
+# hf_llm, generate with --prompt / --prompts-file / --chat / --stop, check the embedded tokenizer
+# with --encode / --decode against the checkpoint's tokenizer.json, and the error paths (non-zero
+# exit, one "runner: error:" line, never a crash).
+# usage: runner_llm_test.sh RUNNER EXPORTER CHECKPOINTS_DIR
+set -u
+RUNNER=$1 EXPORTER=$2 CK=$3
+T=$(mktemp -d)
+trap 'rm -rf "$T"' EXIT
+failures=0
+fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
+expect_ok() { "$@" >"$T/out" 2>"$T/err" || { fail "exit $? from: $*"; cat "$T/err"; }; }
+expect_error() {
+  local what=$1 pattern=$2; shift 2
+  "$@" >"$T/out" 2>"$T/err"
+  local rc=$?
+  if [ $rc -eq 0 ]; then fail "$what: exit 0"; return; fi
+  if [ $rc -ge 128 ]; then fail "$what: killed by signal $((rc - 128))"; return; fi
+  if ! grep -q "^$pattern" "$T/err" || [ "$(wc -l <"$T/err")" -ne 1 ]; then
+    fail "$what: expected one line matching '$pattern', got:"; cat "$T/err"
+  fi
+}
+
+for m in llama_f32 qwen2_bf16 qwen3_fp8; do
+  "$EXPORTER" "$CK/$m" -o "$T/$m.pte" --max-seqs 4 --max-tokens 32 --max-context 64 --block-size 8 >"$T/export.out" 2>"$T/export.err" \
+    || { fail "export $m: $(cat "$T/export.err")"; continue; }
+  grep -q "tokenizer: .* tokens, .* merges embedded" "$T/export.out" || fail "$m: no tokenizer line: $(cat "$T/export.out")"
+  expect_ok "$RUNNER" --program "$T/$m.pte" --prompt "Hello world, this is" --max-new-tokens 8 --ignore-eos --print-ids
+  grep -q "^prompt ids: " "$T/out" || fail "$m: no prompt ids"
+  n=$(grep "^generated ids: " "$T/out" | wc -w)
+  [ "$n" -eq 10 ] || fail "$m: expected 8 generated ids: $(grep generated "$T/out")"
+  grep -q "decode: 7 tokens in .* tok/s" "$T/err" || fail "$m: no decode tokens/s line: $(cat "$T/err")"
+  grep -q "finished: length" "$T/err" || fail "$m: not finished by length: $(cat "$T/err")"
+  # Greedy is deterministic.
+  cp "$T/out" "$T/first"
+  expect_ok "$RUNNER" --program "$T/$m.pte" --prompt "Hello world, this is" --max-new-tokens 8 --ignore-eos --print-ids
+  cmp -s "$T/out" "$T/first" || fail "$m: two greedy runs differ"
+  # The embedded tokenizer equals the checkpoint's tokenizer.json.
+  text='Hello wörld! 12345 你好 🙂  spaces'
+  expect_ok "$RUNNER" --tokenizer "$CK/$m/tokenizer.json" --encode "$text"
+  cp "$T/out" "$T/ids_file"
+  expect_ok "$RUNNER" --program "$T/$m.pte" --encode "$text"
+  cmp -s "$T/out" "$T/ids_file" || fail "$m: --encode differs between the program and tokenizer.json"
+  expect_ok "$RUNNER" --program "$T/$m.pte" --decode "$(cat "$T/ids_file")"
+  # --decode keeps special tokens (HF's default): Llama-3's encode adds <|begin_of_text|>.
+  decoded=$(cat "$T/out")
+  [ "$decoded" = "$text" ] || [ "$decoded" = "<|begin_of_text|>$text" ] || fail "$m: --decode of --encode is '$decoded'"
+done
+
+# Sampling with a seed is reproducible; another seed differs.
+expect_ok "$RUNNER" --program "$T/qwen2_bf16.pte" --prompt "abc" --max-new-tokens 12 --ignore-eos --temperature 0.9 --top-p 0.95 --seed 7 --print-ids
+grep "^generated" "$T/out" >"$T/s1"
+expect_ok "$RUNNER" --program "$T/qwen2_bf16.pte" --prompt "abc" --max-new-tokens 12 --ignore-eos --temperature 0.9 --top-p 0.95 --seed 7 --print-ids
+grep "^generated" "$T/out" | cmp -s - "$T/s1" || fail "seed 7 twice gives different ids"
+expect_ok "$RUNNER" --program "$T/qwen2_bf16.pte" --prompt "abc" --max-new-tokens 12 --ignore-eos --temperature 0.9 --top-p 0.95 --seed 8 --print-ids
+grep "^generated" "$T/out" | cmp -s - "$T/s1" && fail "seeds 7 and 8 give the same 12 ids"
+
+# Several prompts through the scheduler, with a KV pool of one context (forces preemption).
+printf 'first prompt here\nsecond one, a little longer than the first\nthird\n' >"$T/prompts.txt"
+expect_ok "$RUNNER" --program "$T/llama_f32.pte" --prompts-file "$T/prompts.txt" --max-new-tokens 40 --ignore-eos --kv-blocks 8
+for i in 1 2 3; do grep -q "^\[$i\] " "$T/out" || fail "--prompts-file: no output [$i]"; done
+grep -q "[1-9][0-9]* preemption" "$T/err" || fail "--kv-blocks 8 did not preempt: $(tail -1 "$T/err")"
+
+# --chat renders the template (ChatML for Qwen: <|im_start|> is an added token).
+expect_ok "$RUNNER" --program "$T/qwen2_bf16.pte" --prompt "hi" --chat --max-new-tokens 2 --print-ids
+im_start=$("$RUNNER" --program "$T/qwen2_bf16.pte" --encode "<|im_start|>")
+grep -q "^prompt ids: $im_start " "$T/out" || fail "--chat prompt does not start with <|im_start|> ($im_start): $(head -1 "$T/out")"
+
+# --stop: cut at a string seen in an unconstrained run.
+expect_ok "$RUNNER" --program "$T/llama_f32.pte" --prompt "Once" --max-new-tokens 24 --ignore-eos
+full=$(head -1 "$T/out")
+stop=${full:6:3}
+if [ -n "$stop" ]; then
+  expect_ok "$RUNNER" --program "$T/llama_f32.pte" --prompt "Once" --max-new-tokens 24 --ignore-eos --stop "$stop"
+  grep -q "finished: stop" "$T/err" || fail "--stop '$stop' did not stop: $(cat "$T/err")"
+  case "$(head -1 "$T/out")" in *"$stop"*) fail "--stop: the stop string is in the output";; esac
+fi
+
+# Errors.
+"$EXPORTER" --example mlp -o "$T/mlp.pte" >/dev/null
+expect_error "prompt on a non-LLM program" "runner: error: .*not an LLM program" "$RUNNER" --program "$T/mlp.pte" --prompt hi
+expect_error "kv-blocks below one context" "runner: error: --kv-blocks 2 holds less than one context" "$RUNNER" --program "$T/llama_f32.pte" --prompt hi --kv-blocks 2
+expect_error "kv-blocks above the maximum" "runner: error: cannot load" "$RUNNER" --program "$T/llama_f32.pte" --prompt hi --kv-blocks 100000
+long=$(printf 'word %.0s' $(seq 1 200))
+expect_error "prompt beyond the context" "runner: error: prompt 1: InvalidArgument: .*context" "$RUNNER" --program "$T/llama_f32.pte" --prompt "$long"
+expect_error "decode of a non-number" "runner: error: --decode: 'abc' is not an integer id" "$RUNNER" --program "$T/llama_f32.pte" --decode "1 abc"
+expect_error "decode of an unknown id" "runner: error: --decode: InvalidArgument" "$RUNNER" --program "$T/llama_f32.pte" --decode "999999"
+expect_error "encode without a tokenizer" "runner: error: --encode/--decode need" "$RUNNER" --encode hi
+expect_error "two modes" "runner: error: give one of" "$RUNNER" --program "$T/llama_f32.pte" --prompt a --encode b
+expect_error "bad tokenizer file" "runner: error: --tokenizer: " "$RUNNER" --tokenizer "$T/prompts.txt" --encode hi
+expect_error "missing prompts file" "runner: error: --prompts-file: cannot read" "$RUNNER" --program "$T/llama_f32.pte" --prompts-file "$T/none.txt"
+"$EXPORTER" "$CK/llama_f32" -o "$T/x.pte" --kv-dtype f64 >/dev/null 2>"$T/err" && fail "--kv-dtype f64 accepted"
+grep -q "expected f32, f16, bf16 or fp8" "$T/err" || fail "--kv-dtype f64: $(cat "$T/err")"
+"$EXPORTER" --example mlp -o "$T/x.pte" --max-seqs 4 >/dev/null 2>"$T/err" && fail "--max-seqs accepted for an example"
+grep -q "applies to Hugging Face checkpoint folders only" "$T/err" || fail "--max-seqs on an example: $(cat "$T/err")"
+
+if [ $failures -ne 0 ]; then echo "$failures failure(s)"; exit 1; fi
+echo "runner LLM: all checks passed"
