@@ -7,6 +7,8 @@
 #include <optional>
 #include <sstream>
 
+#include <unistd.h>
+
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
@@ -232,7 +234,7 @@ int run_cli(int argc, const char* const* argv, std::ostream& out, std::ostream& 
         llm_options.kv_dtype = kv_dtype == "fp8" ? ScalarType::F8E4M3FN : parse_dtype(kv_dtype);
       }
       llm_options.dequantize_linears = options.quantize.has_value();
-      llm_options.progress = &err;
+      if (isatty(fileno(stderr))) llm_options.progress = &err;  // a bar only for a person watching
       if (options.quantize) options.quantize->random_samples = 0;  // token-id inputs: weight SQNR only
       hf::StepImport imported = hf::import_step(model, llm_options);
       llm_info = llm_program_info(imported, model, llm_options, &import_summary);
