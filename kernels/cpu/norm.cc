@@ -69,9 +69,13 @@ namespace hn = hwy::HWY_NAMESPACE;
 
 // exp(x) for x <= 0 (x - max of its row); hwy's Exp returns 0 below -104, and also for NaN, so
 // NaN is passed through: a NaN in a row makes the sum, hence the whole row, NaN (as the reference).
+// Exp itself only sees finite values >= -110 (NaN lanes zeroed, -inf clamped; the result is the
+// same 0 below -104): its float-to-int step on NaN or -inf is undefined behaviour on EMU128.
 template <class D, class V>
 HWY_INLINE V ExpNonPositive(D d, V x) {
-  return hn::IfThenElse(hn::IsNaN(x), x, hn::Exp(d, x));
+  const auto nan = hn::IsNaN(x);
+  const V safe = hn::Max(hn::IfThenZeroElse(nan, x), hn::Set(d, -110.0f));
+  return hn::IfThenElse(nan, x, hn::Exp(d, safe));
 }
 
 void SoftmaxRow(const float* in, float* out, size_t n) {
