@@ -402,6 +402,15 @@ EMBER_QL_WALKER void E4m3Rows(const QuantPlan& plan, int64_t j0, bool prefetch_n
     if (c0 == 0 || !one_block) {  // one block column: its scales serve every chunk
       folded = true;
       for (int q = 0; q < kCols; ++q) folded &= ScaleRow<F>(plan, j0 + q, b_lo, b_hi - b_lo + 1, mult[q]);
+      // Whether a chunk folds is decided for the aligned group of 4 weight rows around j0, not
+      // for this walker's kCols rows: kCols depends on how many x rows the call has (ColsFor), and
+      // a row's bits must not (batch invariance). Groups of 1, 2 and 4 rows never straddle one.
+      const int64_t g0 = j0 / 4 * 4, g1 = g0 + 4 < plan.n ? g0 + 4 : plan.n;
+      for (int64_t j = g0; j < g1 && folded; ++j) {
+        if (j >= j0 && j < j0 + kCols) continue;
+        float other[kMultSize];
+        folded &= ScaleRow<F>(plan, j, b_lo, b_hi - b_lo + 1, other);
+      }
       if (folded && uniform) {
         for (int q = 0; q < kCols; ++q) FoldRow(mult[q], b_hi - b_lo + 1);
       }

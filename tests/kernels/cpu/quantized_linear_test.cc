@@ -284,6 +284,31 @@ TEST_P(QuantLinearTest, GemvAndGemmAgreeBitwise) {
   }
 }
 
+// The same with scales that do not fold (the pre-scaled path) on some weight rows: which rows take
+// it must not depend on how many x rows the call has.
+TEST_P(QuantLinearTest, GemvAndGemmAgreeBitwiseWithScalesThatDoNotFold) {
+  const int64_t n = 23, k = 4096 + 64;
+  QWeight fp8 = MakeWeight(Fmt::Fp8, n, k, 8, 128, 6);
+  fp8.fscales[1] = 300.0f;   // block row 0 (weight rows 0..7), block column 1
+  fp8.fscales[40] = 1e30f;   // block row 1
+  QWeight fp8_rows = MakeWeight(Fmt::Fp8, n, k, 1, 128, 12);
+  fp8_rows.fscales[size_t(5 * (k / 128) + 3)] = 1e30f;  // weight row 5 only
+  QWeight mx = MakeWeight(Fmt::Mxfp8, n, k, 1, 32, 8);
+  mx.uscales[3] = 200;
+  mx.uscales[size_t(6 * (k / 32) + 9)] = 254;
+  for (const QWeight* w : {&fp8, &fp8_rows, &mx}) {
+    const std::vector<float> x = MakeX(21, k, 94);
+    std::vector<float> full(size_t(21 * n));
+    ASSERT_TRUE(RunCpu(*w, x.data(), 21, nullptr, full.data(), 2).is_ok());
+    for (int64_t m : {1, 2, 3, 4}) {
+      std::vector<float> part(size_t(m * n));
+      ASSERT_TRUE(RunCpu(*w, x.data(), m, nullptr, part.data(), 1).is_ok());
+      EXPECT_TRUE(BitEqual(part, std::vector<float>(full.begin(), full.begin() + m * n)))
+          << FmtName(w->fmt) << " m " << m;
+    }
+  }
+}
+
 // Codes outside what the quantizers make take the exact slow decode and must still match the
 // reference (NaN where it is NaN): e4m3 NaN codes
 // (0x7F / 0xFF) among normal scales, scales whose fold overflows (FP8 >= 2^8, Inf; MXFP8 e8m0
