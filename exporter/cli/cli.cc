@@ -233,7 +233,6 @@ int run_cli(int argc, const char* const* argv, std::ostream& out, std::ostream& 
         }
         llm_options.kv_dtype = kv_dtype == "fp8" ? ScalarType::F8E4M3FN : parse_dtype(kv_dtype);
       }
-      llm_options.dequantize_linears = options.quantize.has_value();
       if (isatty(fileno(stderr))) llm_options.progress = &err;  // a bar only for a person watching
       if (options.quantize) options.quantize->random_samples = 0;  // token-id inputs: weight SQNR only
       hf::StepImport imported = hf::import_step(model, llm_options);

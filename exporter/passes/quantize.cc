@@ -162,7 +162,10 @@ QuantizeReport quantize_graph(Graph& graph, const QuantizeOptions& options) {
     if (node.op != OpCode::Linear || node.inputs.size() < 2 || node.inputs[1] < 0) continue;
     const int wid = node.inputs[1];
     const Value& w = graph.values[static_cast<size_t>(wid)];
-    if (!w.is_constant() || w.dtype != ScalarType::F32 || w.dims.size() != 2 || w.quant) continue;
+    // f32 weights, and bf16 / f16 ones (LLM checkpoints: widened exactly here, kept as they are
+    // when the layer is skipped).
+    const bool wide = w.dtype == ScalarType::F32 || w.dtype == ScalarType::BF16 || w.dtype == ScalarType::F16;
+    if (!w.is_constant() || !wide || w.dims.size() != 2 || w.quant) continue;
     QuantLayerReport row;
     row.node = node.name;
     row.n = w.dims[0].max;
@@ -183,7 +186,16 @@ QuantizeReport quantize_graph(Graph& graph, const QuantizeOptions& options) {
       report.layers.push_back(row);
       continue;
     }
-    const std::vector<float> wf = HostTensor{ScalarType::F32, {}, *w.data, nullptr}.to_f32();
+    std::vector<float> wf(static_cast<size_t>(row.n * row.k));
+    for (size_t i = 0; i < wf.size(); ++i) {
+      uint16_t h = 0;
+      if (w.dtype == ScalarType::F32) {
+        std::memcpy(&wf[i], w.data->data() + 4 * i, 4);
+        continue;
+      }
+      std::memcpy(&h, w.data->data() + 2 * i, 2);
+      wf[i] = w.dtype == ScalarType::BF16 ? bf16_to_f32(h) : f16_to_f32(h);
+    }
     for (float x : wf) {
       if (!std::isfinite(x)) throw ExportError("quantize: weight '" + w.name + "' of node '" + node.name + "' is not finite");
     }
@@ -315,7 +327,7 @@ std::string format_quantize_report(const QuantizeReport& r) {
       std::snprintf(buf, sizeof(buf), "  %-40s [%lld, %lld]  weight SQNR %6.2f dB  output SQNR %6.2f dB\n", l.node.c_str(),
                     static_cast<long long>(l.n), static_cast<long long>(l.k), l.weight_sqnr_db, l.output_sqnr_db);
     } else {
-      std::snprintf(buf, sizeof(buf), "  %-40s [%lld, %lld]  kept f32: %s\n", l.node.c_str(), static_cast<long long>(l.n),
+      std::snprintf(buf, sizeof(buf), "  %-40s [%lld, %lld]  kept as is: %s\n", l.node.c_str(), static_cast<long long>(l.n),
                     static_cast<long long>(l.k), l.skipped.c_str());
     }
     s += buf;

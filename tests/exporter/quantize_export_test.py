@@ -99,7 +99,7 @@ def check_preset(args, model, w, preset):
     want = {"w1", "w2"} if preset not in ("mxfp8", "nvfp4") else {"w1"}
     if set(by_weight) != want:
         raise Failure(f"{preset}: quantized {sorted(by_weight)}, expected {sorted(want)}\n{p.stdout}")
-    if "kept f32: min(N, K) = 8 < 64" not in p.stdout:
+    if "kept as is: min(N, K) = 8 < 64" not in p.stdout:
         raise Failure(f"{preset}: the report does not give the size reason for 'head':\n{p.stdout}")
     for name, e in by_weight.items():
         codes, scales, g = expected(preset, w[name])
@@ -132,7 +132,7 @@ def check_selection(args, model):
     names = sorted(e["value"].split(".")[0] for e in json.load(open(os.path.join(dump, "quant.json"))))
     if names != ["w2", "w3"]:
         raise Failure(f"include/exclude quantized {names}, expected ['w2', 'w3']\n{p.stdout}")
-    if "kept f32: excluded by --quantize-exclude" not in p.stdout:
+    if "kept as is: excluded by --quantize-exclude" not in p.stdout:
         raise Failure(f"the report does not say proj_in was excluded:\n{p.stdout}")
     p = run([args.exporter, model, "-o", pte, "--quantize", "int3"])
     if p.returncode != 1 or "expected fp8, fp8-block, fp8-dynamic, mxfp8 or nvfp4" not in p.stderr:

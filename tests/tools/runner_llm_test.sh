@@ -48,6 +48,15 @@ for m in llama_f32 qwen2_bf16 qwen3_fp8; do
   [ "$decoded" = "$text" ] || [ "$decoded" = "<|begin_of_text|>$text" ] || fail "$m: --decode of --encode is '$decoded'"
 done
 
+# Re-quantized checkpoints: the pass quantizes the bf16 linears it takes and keeps the others bf16.
+for q in fp8 nvfp4 mxfp8 fp8-dynamic; do
+  "$EXPORTER" "$CK/qwen2_bf16" -o "$T/q.pte" --quantize $q --max-seqs 4 --max-tokens 32 --max-context 64 >"$T/export.out" 2>&1 \
+    || { fail "export --quantize $q: $(tail -1 "$T/export.out")"; continue; }
+  grep -q "quantize $q: 11 of 15 linear layers" "$T/export.out" || fail "--quantize $q: $(grep quantize "$T/export.out")"
+  expect_ok "$RUNNER" --program "$T/q.pte" --prompt "Hello there" --max-new-tokens 6 --ignore-eos --print-ids
+  [ "$(grep "^generated ids: " "$T/out" | wc -w)" -eq 8 ] || fail "--quantize $q: $(cat "$T/out")"
+done
+
 # Sampling with a seed is reproducible; another seed differs.
 expect_ok "$RUNNER" --program "$T/qwen2_bf16.pte" --prompt "abc" --max-new-tokens 12 --ignore-eos --temperature 0.9 --top-p 0.95 --seed 7 --print-ids
 grep "^generated" "$T/out" >"$T/s1"

@@ -125,7 +125,7 @@ ValueId Importer::linear_weight(const std::string& prefix, int64_t n, int64_t k)
     return b_.constant_quantized(name, ScalarType::F8E4M3FN, {n, k}, std::vector<uint8_t>(t.data, t.data + t.nbytes),
                                  std::move(q));
   }
-  if (t.dtype == ScalarType::BF16 && !options_.dequantize_linears) {
+  if (t.dtype == ScalarType::BF16) {
     return b_.constant(name, ScalarType::BF16, {n, k}, std::vector<uint8_t>(t.data, t.data + t.nbytes));
   }
   return b_.constant_f32(name, {n, k}, to_f32(t));
@@ -229,7 +229,7 @@ StepImport Importer::run() {
     if (ckpt_.has("lm_head.weight")) take("lm_head.weight", {c.vocab_size, hidden});
     const Value& e = b_.graph().values[static_cast<size_t>(embed_)];
     std::vector<uint8_t> bytes = *e.data;
-    if (e.dtype == ScalarType::F16 || (e.dtype == ScalarType::BF16 && options_.dequantize_linears)) {
+    if (e.dtype == ScalarType::F16) {  // no f16 linear kernel
       SafeTensor view;
       view.name = "model.embed_tokens.weight";
       view.dtype = e.dtype;

@@ -19,8 +19,8 @@
 //   x += down_proj(silu_mul(gate_proj(rms_norm(x)), up_proj(...))).
 // Then norm, logits_gather, lm_head (or the embedding table when tied), sample.
 //
-// Weights: f32 stays f32; bf16 linear weights stay bf16 (linear_bf16) unless `dequantize_linears`
-// (set when the exporter quantizes them); f16 linear weights become f32 (no f16 linear kernel);
+// Weights: f32 stays f32; bf16 linear weights stay bf16 (linear_bf16; the quantize pass widens the
+// ones it quantizes); f16 linear weights become f32 (no f16 linear kernel);
 // norms and biases become f32; the embedding table keeps f32 / bf16 / f16. Pre-quantized FP8
 // checkpoints (quantization_config.quant_method "fp8", `weight_scale_inv` per 128 x 128 block)
 // become f8_e4m3fn weights with Block2d f32 scales, exactly (bf16 scales widen without rounding).
@@ -44,7 +44,6 @@ struct StepOptions {
   // f32, bf16, f16 or f8_e4m3fn; Invalid: the checkpoint's dtype (f32 / bf16 / f16; FP8 -> bf16).
   ScalarType kv_dtype = ScalarType::Invalid;
   float kv_scale = 1.0f;      // FP8 cache: stored = e4m3(x / kv_scale)
-  bool dequantize_linears = false;  // bf16 / f16 linear weights as f32 (for the quantize pass)
   std::ostream* progress = nullptr;  // a progress bar while weights are converted; null = quiet
 };
 
