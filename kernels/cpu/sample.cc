@@ -166,15 +166,32 @@ void sample_row(const SamplePlan& p, size_t r, float* z, int32_t* idx) {
       idx[count++] = static_cast<int32_t>(i);
       total += std::exp(static_cast<double>(z[i]) - m);
     }
-    std::sort(idx, idx + count, [z](int32_t a, int32_t b) { return z[a] > z[b] || (z[a] == z[b] && a < b); });
-    double cum = 0.0;
-    int64_t keep = count;
-    for (int64_t j = 0; j < count; ++j) {
-      cum += std::exp(static_cast<double>(z[idx[j]]) - m) / total;
-      if (cum >= static_cast<double>(top_p)) {
-        keep = j + 1;
-        break;
+    const auto before = [z](int32_t a, int32_t b) { return z[a] > z[b] || (z[a] == z[b] && a < b); };
+    // The nucleus is a prefix of the order (z descending, id ascending). Try the prefix of tokens
+    // with z >= m - 16 first (at most a quarter of them): every token above a threshold, ties
+    // included, is exactly the first tokens of the full order, so if the cumulative sum reaches
+    // top_p inside it, sorting only it gives the reference's result bit for bit; otherwise sort all.
+    int64_t sorted = count;
+    const float threshold = static_cast<float>(m - 16.0);
+    int64_t head = 0;
+    for (int64_t j = 0; j < count; ++j) head += z[idx[j]] >= threshold ? 1 : 0;
+    if (head < count && head <= count / 4) {
+      std::partition(idx, idx + count, [z, threshold](int32_t a) { return z[a] >= threshold; });
+      sorted = head;
+    }
+    int64_t keep = -1;
+    for (int pass = 0; pass < 2 && keep < 0; ++pass) {
+      std::sort(idx, idx + sorted, before);
+      double cum = 0.0;
+      for (int64_t j = 0; j < sorted; ++j) {
+        cum += std::exp(static_cast<double>(z[idx[j]]) - m) / total;
+        if (cum >= static_cast<double>(top_p)) {
+          keep = j + 1;
+          break;
+        }
       }
+      if (keep < 0 && sorted == count) keep = count;
+      sorted = count;  // the head did not reach top_p: the full order
     }
     for (int64_t j = keep; j < count; ++j) z[idx[j]] = -INFINITY;
   }

@@ -251,6 +251,7 @@ int run_llm(const Options& o) {
       r.text.append(data, n);
     }
   };
+  bool warned_unknown = false;
   while (engine.has_work()) {
     const uint64_t t0 = platform_now_ns();
     Result<Span<const llm::TokenEvent>> events = engine.step(&ctx);
@@ -268,6 +269,13 @@ int run_llm(const Options& o) {
       Request& r = requests[static_cast<size_t>(seq_request[static_cast<size_t>(e.seq)])];
       ++r.generated;
       if (e.finished == llm::FinishReason::Eos) continue;  // the EOS token is not shown
+      if (e.token >= static_cast<int32_t>(tokenizer.token_count())) {
+        // A model vocabulary larger than the tokenizer's (Qwen2.5: 151936 rows, 151665 tokens): the
+        // id has no text; HF's decode skips it too.
+        if (!warned_unknown) std::fprintf(stderr, "runner: note: id %d has no token in the tokenizer (%zu tokens); shown as nothing\n", e.token, tokenizer.token_count());
+        warned_unknown = true;
+        continue;
+      }
       Result<size_t> n = r.decoder->push(e.token, Span<char>(piece.data(), piece.size()), &ctx);
       if (!n.is_ok()) fail(n.status(), ctx, "detokenizing");
       const size_t m = r.stop.feed(std::string_view(piece.data(), n.value()), shown.data());
