@@ -278,6 +278,34 @@ TEST_P(LlmTest, SampleTwinExactThreadsAndBatchInvariance) {
   }
 }
 
+// top-p over a few dominant tokens and a long tail more than 16 below the max: the cpu kernel sorts
+// only the head when it reaches top_p (rows with top_p 0.5 .. 0.99), else the whole set (top_p
+// 0.9999999: the tail's mass matters); both must equal the reference's full sort bit for bit.
+TEST_P(LlmTest, SampleTopPHeadAndFallbackEqualTheReference) {
+  const int64_t s = 8, v = 30000;
+  SampleBatch b = MakeSampleBatch(s, v, 1, 77);
+  std::mt19937 rng(78);
+  std::uniform_real_distribution<float> head(-3.0f, 0.0f), tail(-30.0f, -16.5f);
+  for (int64_t r = 0; r < s; ++r) {
+    for (int64_t i = 0; i < v; ++i) b.logits.f()[r * v + i] = (i % 997 == 0) ? head(rng) : tail(rng);
+    b.temperature.f()[r] = 1.0f;
+    b.top_k.view.data_as<int32_t>()[r] = 0;
+    b.top_p.f()[r] = r < 6 ? 0.5f + 0.09f * float(r) : 0.9999999f;
+    b.penalty.f()[r] = 1.0f;
+    b.history_len.view.data_as<int32_t>()[r] = 0;
+  }
+  auto cpu_out = RunAll(OpCode::Sample, cpu::sample, cpu::sample_scratch, OpAttrs{}, b.views());
+  std::vector<TensorView> in = b.views();
+  Tensor ids(I, {s}), lp(ScalarType::F32, {s});
+  TensorView outs[] = {ids.view, lp.view};
+  std::vector<uint8_t> scratch(ref::sample_scratch(OpAttrs{}, in.data(), 9, outs, 2, 1));
+  KernelContext ctx;
+  ctx.scratch = Span<uint8_t>(scratch.data(), scratch.size());
+  ref::sample(ctx, OpAttrs{}, in.data(), 9, outs, 2);
+  EXPECT_TRUE(BytesEqual(cpu_out[0], ids));
+  EXPECT_TRUE(BytesEqual(cpu_out[1], lp));
+}
+
 TEST_P(LlmTest, SampleWithoutScratchWritesInvalidIds) {
   SampleBatch b = MakeSampleBatch(2, 10, 1, 3);
   Tensor ids(I, {2}), lp(ScalarType::F32, {2});
