@@ -173,7 +173,9 @@ Result<Span<const TokenEvent>> Engine::step(ErrorContext* ctx) {
   if (!scheduler_.has_work()) return Span<const TokenEvent>();
   const StepPlan plan = scheduler_.schedule();
   const int64_t T = plan.token_count, S = plan.seq_count;
-  if (T == 0 || S == 0) return Span<const TokenEvent>();  // nothing could be scheduled (no blocks)
+  if (T == 0 || S == 0) {  // the scheduler guarantees progress with a pool of one context
+    return EMBER_FAIL(ctx, Error::Internal, "engine: the scheduler planned nothing although requests wait");
+  }
   const int64_t max_blocks = scheduler_.max_blocks_per_seq();
   int64_t width = 1;
   for (int64_t r = 0; r < S; ++r) {
