@@ -117,6 +117,27 @@ const exporter::ExportResult& example(const std::string& name) {
                : name == "mlp_nvfp4" ? exporter::QuantPreset::Nvfp4 : exporter::QuantPreset::Fp8Dynamic;
     q.min_size = 1;
     r = std::make_unique<exporter::ExportResult>(export_program(exporter::build_mlp_example(1), {"portable"}, q));
+  } else if (name == "paged_attention") {
+    // With an LlmInfo table (no tokenizer), so the fuzz seeds reach its validation too.
+    exporter::LlmProgramInfo llm;
+    llm.vocab_size = 32;
+    llm.block_size = 4;
+    llm.max_seqs = 2;
+    llm.max_tokens = 8;
+    llm.max_context = 16;
+    llm.max_blocks_per_seq = 4;
+    llm.num_layers = 1;
+    llm.kv_heads = 2;
+    llm.head_dim = 8;
+    llm.kv_dtype = ScalarType::F32;
+    llm.eos_ids = {3};
+    llm.temperature = 0.7f;
+    exporter::ExportOptions options;
+    options.manifest = &builtin_manifest();
+    options.llm = &llm;
+    options.method_name = "step";
+    r = std::make_unique<exporter::ExportResult>(
+        exporter::export_graph(exporter::build_paged_attention_example(ScalarType::F32), options));
   } else if (name == "cnn_null") {
     r = std::make_unique<exporter::ExportResult>(export_program(exporter::build_cnn_example(1), {"null", "portable"}));
   } else {

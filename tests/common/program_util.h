@@ -74,7 +74,9 @@ exporter::ExportResult export_program(exporter::Graph graph, const std::vector<s
                                       const std::optional<exporter::QuantizeOptions>& quantize = std::nullopt);
 
 // The bundled examples: "mlp", "cnn" (portable), "cnn_null" (cnn with a GRAPH delegate for "null"),
-// "mlp_fp8", "mlp_fp8_dynamic", "mlp_nvfp4" (mlp with every linear quantized by that preset).
+// "mlp_fp8", "mlp_fp8_dynamic", "mlp_nvfp4" (mlp with every linear quantized by that preset),
+// "paged_attention" (exporter/importers/builder/examples.h, method "step", KV cache as program state,
+// an LlmInfo table without a tokenizer).
 const exporter::ExportResult& example(const std::string& name);
 
 // A program in memory: a 64-aligned copy of the bytes, a BufferDataLoader and the loaded Program.

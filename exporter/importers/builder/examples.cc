@@ -15,6 +15,34 @@ ValueId weight(GraphBuilder& b, const std::string& name, std::vector<int64_t> di
 
 }  // namespace
 
+Graph build_paged_attention_example(ScalarType cache_dtype, bool cache_as_state) {
+  constexpr int64_t kHq = 4, kHkv = 2, kD = 8, kBlockSize = 4, kMaxBlocks = 4;
+  GraphBuilder b;
+  b.symbol("T", 1, 8);
+  b.symbol("S", 1, 2);
+  b.symbol("S1", 2, 3);
+  b.symbol("num_blocks", 1, 16);
+  const DimSpec T = DimSpec::sym("T"), S = DimSpec::sym("S");
+  const ValueId q = b.input("q", ScalarType::F32, {T, kHq, kD});
+  const ValueId k = b.input("k", ScalarType::F32, {T, kHkv, kD});
+  const ValueId v = b.input("v", ScalarType::F32, {T, kHkv, kD});
+  const std::vector<DimSpec> cache_dims = {DimSpec::sym("num_blocks"), kBlockSize, kHkv, kD};
+  const ValueId kc = cache_as_state ? b.state("kv.0.k", cache_dtype, cache_dims) : b.input("kc", cache_dtype, cache_dims);
+  const ValueId vc = b.state("kv.0.v", cache_dtype, cache_dims);
+  const ValueId slots = b.input("slot_mapping", ScalarType::I32, {T});
+  const ValueId tables = b.input("block_tables", ScalarType::I32, {S, kMaxBlocks});
+  const ValueId lens = b.input("context_lens", ScalarType::I32, {S});
+  const ValueId starts = b.input("query_start", ScalarType::I32, {DimSpec::sym("S1")});
+  const ValueId idx = b.input("logits_indices", ScalarType::I32, {S});
+  OpAttrs attn;
+  attn.attn_scale = 1.0f / std::sqrt(static_cast<float>(kD));
+  attn.kv_scale = 0.05f;
+  const ValueId out = b.op(OpCode::PagedAttention, {q, k, v, kc, vc, slots, tables, lens, starts}, attn, "attn");
+  const ValueId flat = b.reshape(out, {T, kHq * kD});
+  b.output("gathered", b.op(OpCode::LogitsGather, {flat, idx}, OpAttrs{}, "gather"));
+  return b.build();
+}
+
 Graph build_mlp_example(uint64_t seed) {
   GraphBuilder b(seed);
   b.symbol("batch", 1, 8);

@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "exporter/importers/builder/graph_builder.h"
+#include "exporter/importers/builder/examples.h"
 #include "kernels/reference/paged_attention.h"
 #include "tests/common/program_util.h"
 #include "tests/common/test_util.h"
@@ -19,10 +19,7 @@
 namespace ember {
 namespace {
 
-using exporter::DimSpec;
-using exporter::GraphBuilder;
 using exporter::HostTensor;
-using exporter::ValueId;
 
 constexpr int64_t kHq = 4, kHkv = 2, kD = 8, kBlockSize = 4, kMaxBlocks = 4, kMaxT = 8, kMaxS = 2;
 
@@ -44,32 +41,10 @@ HostTensor f32(std::vector<int64_t> dims, const std::vector<float>& values) {
   return t;
 }
 
-// q, k, v, slot_mapping, block_tables, context_lens, query_start, logits_indices ->
-// gathered = logits_gather(reshape(paged_attention(...), [T, Hq * D]), logits_indices).
+// exporter/importers/builder/examples.h: q, k, v, slot_mapping, block_tables, context_lens,
+// query_start, logits_indices -> logits_gather(reshape(paged_attention(...), [T, Hq * D])).
 exporter::Graph attention_graph(ScalarType cache_dtype, bool cache_as_state = true) {
-  GraphBuilder b;
-  b.symbol("T", 1, kMaxT);
-  b.symbol("S", 1, kMaxS);
-  b.symbol("S1", 2, kMaxS + 1);
-  b.symbol("num_blocks", 1, 16);
-  const ValueId q = b.input("q", ScalarType::F32, {DimSpec::sym("T"), kHq, kD});
-  const ValueId k = b.input("k", ScalarType::F32, {DimSpec::sym("T"), kHkv, kD});
-  const ValueId v = b.input("v", ScalarType::F32, {DimSpec::sym("T"), kHkv, kD});
-  const std::vector<DimSpec> cache_dims = {DimSpec::sym("num_blocks"), kBlockSize, kHkv, kD};
-  const ValueId kc = cache_as_state ? b.state("kv.0.k", cache_dtype, cache_dims) : b.input("kc", cache_dtype, cache_dims);
-  const ValueId vc = b.state("kv.0.v", cache_dtype, cache_dims);
-  const ValueId slots = b.input("slot_mapping", ScalarType::I32, {DimSpec::sym("T")});
-  const ValueId tables = b.input("block_tables", ScalarType::I32, {DimSpec::sym("S"), kMaxBlocks});
-  const ValueId lens = b.input("context_lens", ScalarType::I32, {DimSpec::sym("S")});
-  const ValueId starts = b.input("query_start", ScalarType::I32, {DimSpec::sym("S1")});
-  const ValueId idx = b.input("logits_indices", ScalarType::I32, {DimSpec::sym("S")});
-  OpAttrs attn;
-  attn.attn_scale = 1.0f / std::sqrt(float(kD));
-  attn.kv_scale = 0.05f;
-  const ValueId out = b.op(OpCode::PagedAttention, {q, k, v, kc, vc, slots, tables, lens, starts}, attn, "attn");
-  const ValueId flat = b.reshape(out, {DimSpec::sym("T"), kHq * kD});
-  b.output("gathered", b.op(OpCode::LogitsGather, {flat, idx}, OpAttrs{}, "gather"));
-  return b.build();
+  return exporter::build_paged_attention_example(cache_dtype, cache_as_state);
 }
 
 struct Step {
