@@ -63,6 +63,13 @@ struct LlmProgramView {
   std::string_view chat_template;  // the Jinja text, for display (empty when there was none)
 };
 
+// Bytes one KV block takes over all layers (K and V): what an app multiplies by the num_blocks it
+// chooses at load (LoadOptions::symbols) to size the pool (DESIGN §6).
+inline uint64_t kv_bytes_per_block(const LlmProgramView& view) {
+  return uint64_t(view.num_layers) * 2u * uint64_t(view.block_size) * uint64_t(view.kv_heads) *
+         uint64_t(view.head_dim) * nbytes_of(view.kv_dtype, 1);
+}
+
 // Whether the program carries an LlmInfo table.
 bool has_llm_info(const fb::Program& program);
 // Entries read_llm_info() needs in `added_storage` (0 without a tokenizer).

@@ -267,6 +267,32 @@ TEST(LlmInfoTest, ProgramWithoutLlmInfo) {
   EXPECT_EQ(view.error(), Error::NotFound);
 }
 
+// kv_bytes_per_block x the num_blocks chosen at load is exactly the KV state the Program allocates.
+TEST(LlmInfoTest, KvBytesPerBlockSizesTheStateChosenAtLoad) {
+  const std::vector<uint8_t>& bytes = pt::example("paged_attention").program.bytes;
+  pt::Runtime runtime;
+  for (int64_t blocks : {1, 6, 16}) {
+    const SymbolValue symbol{"num_blocks", blocks};
+    LoadOptions options;
+    options.symbols = Span<const SymbolValue>(&symbol, 1);
+    pt::LoadedProgram program(bytes, runtime.context, options);
+    ASSERT_TRUE(program.ok()) << program.ctx().message;
+    ErrorContext ctx;
+    Result<llm::LlmProgramView> view = llm::read_llm_info(program.program().flatbuffer(), Span<llm::AddedTokenDesc>(), &ctx);
+    ASSERT_TRUE(view.is_ok()) << ctx.message;
+    const uint64_t state = program.program().find_state("kv.0.k")->nbytes + program.program().find_state("kv.0.v")->nbytes;
+    EXPECT_EQ(llm::kv_bytes_per_block(view.value()) * uint64_t(blocks), state);
+  }
+  // Beyond the symbol's range: refused at load, naming it.
+  const SymbolValue too_many{"num_blocks", 17};
+  LoadOptions options;
+  options.symbols = Span<const SymbolValue>(&too_many, 1);
+  pt::LoadedProgram program(bytes, runtime.context, options);
+  ASSERT_FALSE(program.ok());
+  EXPECT_NE(std::string(program.ctx().message).find("symbol 'num_blocks' = 17 outside 1..16"), std::string::npos)
+      << program.ctx().message;
+}
+
 TEST(LlmInfoTest, WithoutTokenizerOrGenerationDefaults) {
   LlmProgramInfo info = make_info("llama3");
   info.tokenizer.reset();

@@ -304,11 +304,12 @@ int run_llm(const Options& o) {
     std::fprintf(stderr, "[%zu] %d tokens, finished: %s\n", i + 1, r.generated, llm::to_string(engine.finish_reason(r.seq)));
   }
   std::fprintf(stderr, "prefill: %lld tokens in %.3f s (%.1f tok/s); decode: %lld tokens in %.3f s (%.1f tok/s); "
-               "%d preemption%s, %d prefix-cache tokens; %d KV blocks of %d tokens\n",
+               "%d preemption%s, %d prefix-cache tokens; %d KV blocks of %d tokens (%.1f MiB)\n",
                static_cast<long long>(prefill_tokens), prefill_s, prefill_s > 0 ? double(prefill_tokens) / prefill_s : 0.0,
                static_cast<long long>(decode_tokens), decode_s, decode_s > 0 ? double(decode_tokens) / decode_s : 0.0,
                engine.scheduler().preemptions(), engine.scheduler().preemptions() == 1 ? "" : "s",
-               engine.scheduler().prefix_hit_tokens(), num_blocks, view.block_size);
+               engine.scheduler().prefix_hit_tokens(), num_blocks, view.block_size,
+               double(llm::kv_bytes_per_block(view)) * num_blocks / (1 << 20));
   return 0;
 }
 
