@@ -79,6 +79,18 @@ expect_ok "$RUNNER" --program "$T/llama_f32.pte" --prompts-file "$T/prompts.txt"
 for i in 1 2 3; do grep -q "^\[$i\] " "$T/out" || fail "--prompts-file: no output [$i]"; done
 grep -q "[1-9][0-9]* preemption" "$T/err" || fail "--kv-blocks 8 did not preempt: $(tail -1 "$T/err")"
 
+# Prefix reuse: the second prompt shares the first's full KV blocks (published after the first's
+# prefill chunks; 16-token steps), and its greedy ids equal the same prompt run alone.
+"$EXPORTER" "$CK/llama_f32" -o "$T/chunked.pte" --max-seqs 4 --max-tokens 16 --max-context 128 --block-size 8 >/dev/null
+p='The quick brown fox jumps over the lazy dog near the river bank, then again and again and again.'
+printf '%s One\n%s Two\n' "$p" "$p" >"$T/shared.txt"
+expect_ok "$RUNNER" --program "$T/chunked.pte" --prompts-file "$T/shared.txt" --max-new-tokens 6 --ignore-eos --print-ids
+grep -q " [1-9][0-9]* prefix-cache tokens" "$T/err" || fail "no prefix reuse: $(tail -1 "$T/err")"
+batched=$(grep "^generated ids \[2\]: " "$T/out" | cut -d: -f2)
+expect_ok "$RUNNER" --program "$T/chunked.pte" --prompt "$p Two" --max-new-tokens 6 --ignore-eos --print-ids
+alone=$(grep "^generated ids: " "$T/out" | cut -d: -f2)
+[ -n "$alone" ] && [ "$batched" = "$alone" ] || fail "prefix-reused ids '$batched' differ from alone '$alone'"
+
 # --chat renders the template (ChatML for Qwen: <|im_start|> is an added token).
 expect_ok "$RUNNER" --program "$T/qwen2_bf16.pte" --prompt "hi" --chat --max-new-tokens 2 --print-ids
 im_start=$("$RUNNER" --program "$T/qwen2_bf16.pte" --encode "<|im_start|>")
