@@ -272,6 +272,21 @@ std::vector<Hostile> HostileCases() {
                      s->dtype = fb::ScalarType::F32;
                      p.states.push_back(std::move(s));
                    }, Error::InvalidProgram, "state"});
+  // Program state (paged_attention: the KV cache kv.0.k / kv.0.v, written in place).
+  cases.push_back({"paged attention's cache is not state", "paged_attention", [](P& p) {
+                     for (auto& ins : MethodGraph(p).instructions) {
+                       auto* call = ins->args.AsKernelCall();
+                       if (call != nullptr && call->op == fb::OpCode::PagedAttention) call->inputs[3] = call->inputs[1];
+                     }
+                   }, Error::InvalidProgram, "is written in place and must be program state"});
+  cases.push_back({"state value dims differ from the declaration", "paged_attention", [](P& p) {
+                     p.states[0]->dims[1] = fb::Dim(8, 0);
+                   }, Error::InvalidProgram, "differ from its declaration"});
+  cases.push_back({"state names an undeclared state", "paged_attention", [](P& p) {
+                     for (auto& v : MethodGraph(p).values) {
+                       if (v->storage.type == fb::Storage::StateStorage) v->storage.AsStateStorage()->name = "kv.9.k";
+                     }
+                   }, Error::InvalidProgram, "is not declared"});
   // Delegates (cnn_null has one GRAPH delegate for "null").
   cases.push_back({"delegate call index out of range", "cnn_null", [](P& p) {
                      for (auto& ins : MethodGraph(p).instructions) {
