@@ -323,9 +323,12 @@ SerializedProgram serialize_program(const Graph& graph, const Partition& partiti
   }
   for (const DelegateGraph& d : partition.delegates) constant_ids.insert(d.constants.begin(), d.constants.end());
   ConstantLayout constants;
+  std::map<const std::vector<uint8_t>*, uint64_t> stored;  // constants sharing their bytes (a tied LM head) once
   for (int id : constant_ids) {
     const Value& v = graph.values[static_cast<size_t>(id)];
-    constants.offsets[id] = constants.append(v.data->data(), v.data->size());
+    auto [it, added] = stored.emplace(v.data.get(), 0);
+    if (added) it->second = constants.append(v.data->data(), v.data->size());
+    constants.offsets[id] = it->second;
     if (v.quant) {
       constants.scale_offsets[id] = constants.append(v.quant->scale->data(), v.quant->scale->size());
       if (v.quant->has_global_scale) {

@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstring>
 
 #include "exporter/importers/builder/examples.h"
@@ -144,6 +145,33 @@ TEST(SerializerTest, MlpRoundTrip) {
   ASSERT_EQ(info->nodes()->size(), r.graph.nodes.size());
   EXPECT_EQ(info->nodes()->Get(0)->name()->str(), "fc1");
   EXPECT_EQ(info->nodes()->Get(0)->source_op()->str(), "linear");
+}
+
+// Two constants sharing their bytes (a tied LM head) are stored once, at one offset; equal bytes in
+// separate buffers are not merged.
+TEST(SerializerTest, ConstantsSharingBytesAreStoredOnce) {
+  GraphBuilder b;
+  const ValueId x = b.input("x", ScalarType::F32, {2, 16});
+  const ValueId w = b.random_uniform("w", {16, 16}, -1.0f, 1.0f);
+  const ConstantBytes bytes = b.graph().values[static_cast<size_t>(w)].data;
+  const ValueId tied = b.constant_shared("w_tied", ScalarType::F32, {16, 16}, bytes);
+  const ValueId copy = b.constant("w_copy", ScalarType::F32, {16, 16}, *bytes);
+  b.output("y", b.add(b.add(b.linear(x, w), b.linear(x, tied)), b.linear(x, copy)));
+  ExportOptions options;
+  options.manifest = &testing::test_manifest();
+  options.fold_constants = false;
+  const ExportResult r = export_graph(b.build(), options);
+  EXPECT_EQ(r.program.constant_bytes, 2u * 16 * 16 * 4);
+  EXPECT_EQ(testing::validate_with_runtime(r.program.bytes), "");
+  const fb::Graph& g = *parse(r.program.bytes).program->methods()->Get(0)->graph();
+  std::vector<uint64_t> offsets;
+  for (const fb::Tensor* t : *g.values()) {
+    if (t->storage_type() == fb::Storage::ConstantStorage) offsets.push_back(t->storage_as_ConstantStorage()->offset());
+  }
+  ASSERT_EQ(offsets.size(), 3u);
+  std::sort(offsets.begin(), offsets.end());
+  // w and w_tied at one offset, w_copy at another.
+  EXPECT_EQ(std::unique(offsets.begin(), offsets.end()) - offsets.begin(), 2);
 }
 
 TEST(SerializerTest, StripDebugDropsTheSegmentAndIds) {

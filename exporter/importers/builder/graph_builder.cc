@@ -112,6 +112,12 @@ void GraphBuilder::output(const std::string& name, ValueId value) {
 
 ValueId GraphBuilder::constant(const std::string& name, ScalarType dtype, std::vector<int64_t> dims,
                                std::vector<uint8_t> bytes) {
+  return constant_shared(name, dtype, std::move(dims), std::make_shared<const std::vector<uint8_t>>(std::move(bytes)));
+}
+
+ValueId GraphBuilder::constant_shared(const std::string& name, ScalarType dtype, std::vector<int64_t> dims,
+                                      ConstantBytes bytes) {
+  if (bytes == nullptr) throw ExportError("constant '" + name + "': no bytes");
   if (!is_valid(dtype)) throw ExportError("constant '" + name + "': invalid dtype");
   Value v;
   v.name = unique_value_name(name.empty() ? "const" : name);
@@ -121,11 +127,11 @@ ValueId GraphBuilder::constant(const std::string& name, ScalarType dtype, std::v
     v.dims.push_back(Dim{d, 0});
   }
   if (v.dims.size() > static_cast<size_t>(kMaxRank)) throw ExportError("constant '" + name + "': rank > 8");
-  if (bytes.size() != nbytes_max(v)) {
-    throw ExportError("constant '" + name + "': " + std::to_string(bytes.size()) + " bytes given, " +
+  if (bytes->size() != nbytes_max(v)) {
+    throw ExportError("constant '" + name + "': " + std::to_string(bytes->size()) + " bytes given, " +
                       to_string(dtype) + format_dims(graph_, v.dims) + " needs " + std::to_string(nbytes_max(v)));
   }
-  v.data = std::make_shared<const std::vector<uint8_t>>(std::move(bytes));
+  v.data = std::move(bytes);
   const ValueId id = graph_.add_value(std::move(v));
   if (inference_) inference_->add_source(id);
   return id;

@@ -92,6 +92,9 @@ class GraphBuilder {
   ValueId constant(const std::string& name, ScalarType dtype, std::vector<int64_t> dims,
                    std::vector<uint8_t> bytes);
   ValueId constant_f32(const std::string& name, std::vector<int64_t> dims, const std::vector<float>& data);
+  // A constant sharing another's bytes (e.g. a tied LM head and its embedding table): the serializer
+  // stores shared bytes once.
+  ValueId constant_shared(const std::string& name, ScalarType dtype, std::vector<int64_t> dims, ConstantBytes bytes);
   // A quantized constant (graph.h QuantParams): `bytes` holds the codes of dtype x dims.
   ValueId constant_quantized(const std::string& name, ScalarType dtype, std::vector<int64_t> dims,
                              std::vector<uint8_t> bytes, std::shared_ptr<const QuantParams> quant);

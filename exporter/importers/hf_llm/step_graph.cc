@@ -225,21 +225,21 @@ StepImport Importer::run() {
   const ValueId rows = b_.op(OpCode::LogitsGather, {normed, logits_indices}, OpAttrs{}, "logits_gather");
   ValueId head = kNoValue;
   if (c.tie_word_embeddings) {
-    // The table again as the head's weight (its own constant: a quantize pass may change it).
+    // The table again as the head's weight: its own constant (a quantize pass may replace it) that
+    // shares the table's bytes, which the serializer then stores once.
     if (ckpt_.has("lm_head.weight")) take("lm_head.weight", {c.vocab_size, hidden});
     const Value& e = b_.graph().values[static_cast<size_t>(embed_)];
-    std::vector<uint8_t> bytes = *e.data;
     if (e.dtype == ScalarType::F16) {  // no f16 linear kernel
       SafeTensor view;
       view.name = "model.embed_tokens.weight";
       view.dtype = e.dtype;
       view.dtype_name = to_string(e.dtype);
       view.shape = {c.vocab_size, hidden};
-      view.data = bytes.data();
-      view.nbytes = bytes.size();
+      view.data = e.data->data();
+      view.nbytes = e.data->size();
       head = b_.constant_f32("lm_head.weight", {c.vocab_size, hidden}, to_f32(view));
     } else {
-      head = b_.constant("lm_head.weight", e.dtype, {c.vocab_size, hidden}, std::move(bytes));
+      head = b_.constant_shared("lm_head.weight", e.dtype, {c.vocab_size, hidden}, e.data);
     }
   } else {
     head = linear_weight("lm_head", c.vocab_size, hidden);
