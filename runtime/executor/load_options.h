@@ -31,6 +31,10 @@ struct LoadOptions {
   Fallback fallback = Fallback::Portable;
   // Program-level symbols fixed at load (e.g. the KV cache's num_blocks); others take their max.
   Span<const SymbolValue> symbols;
+  // Upper bound on the bytes of program state (KV caches) Program::load allocates; a file that needs
+  // more fails with OutOfMemory before anything is allocated. 0 = 2^40 (a sanity bound only): apps
+  // loading untrusted files should set what they can afford.
+  uint64_t max_state_bytes = 0;
   // Instructions one execute() may run before it stops with Cancelled, a guard against a program
   // whose jumps loop forever. 0 = 65536 x the method's instruction count.
   uint64_t max_steps_per_execute = 0;

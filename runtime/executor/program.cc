@@ -15,6 +15,26 @@ namespace {
 template <typename T>
 uint32_t size_of(const flatbuffers::Vector<T>* v) { return v ? v->size() : 0; }
 
+// A state's dims with the load-time symbol values (others at their max) into dims; its bytes, or
+// UINT64_MAX when the element count overflows.
+uint64_t resolve_state(const fb::Program& p, const fb::StateDecl& decl, Span<const SymbolValue> symbols, int64_t* dims) {
+  uint64_t numel = 1;
+  bool overflow = false;
+  for (uint32_t d = 0; d < size_of(decl.dims()); ++d) {
+    const fb::Dim* dim = decl.dims()->Get(d);
+    int64_t size = dim->max();
+    if (dim->sym() != 0) {
+      const char* sym_name = p.symbols()->Get(dim->sym() - 1u)->name()->c_str();
+      for (const SymbolValue& chosen : symbols) {
+        if (std::strcmp(chosen.name, sym_name) == 0) size = chosen.value;
+      }
+    }
+    dims[d] = size;
+    overflow = overflow || __builtin_mul_overflow(numel, static_cast<uint64_t>(size), &numel);
+  }
+  return overflow ? UINT64_MAX : nbytes_of(static_cast<ScalarType>(decl.dtype()), numel);
+}
+
 }  // namespace
 
 Result<Program> Program::load(DataLoader& loader, const RuntimeContext& runtime, const LoadOptions& options,
@@ -135,6 +155,20 @@ Result<Program> Program::load(DataLoader& loader, const RuntimeContext& runtime,
     }
   }
   const uint32_t state_count = size_of(p.states());
+  // The total first, so a file asking for more state than the app allows allocates nothing.
+  const uint64_t state_limit = options.max_state_bytes != 0 ? options.max_state_bytes : (uint64_t{1} << 40);
+  uint64_t state_total = 0;
+  for (uint32_t s = 0; s < state_count; ++s) {
+    const fb::StateDecl* decl = p.states()->Get(s);
+    int64_t dims[kMaxRank];
+    const uint64_t bytes = resolve_state(p, *decl, options.symbols, dims);
+    if (bytes > state_limit || state_total > state_limit - bytes) {
+      return EMBER_FAIL(ctx, Error::OutOfMemory,
+                        "program state needs more than %llu bytes (LoadOptions::max_state_bytes; at state '%s')",
+                        static_cast<unsigned long long>(state_limit), decl->name()->c_str());
+    }
+    state_total += bytes;
+  }
   if (state_count > 0) {
     program.states_ = static_cast<State*>(platform_aligned_alloc(alignof(State), state_count * sizeof(State)));
     if (!program.states_) return EMBER_FAIL(ctx, Error::OutOfMemory, "allocating state records");
@@ -144,27 +178,13 @@ Result<Program> Program::load(DataLoader& loader, const RuntimeContext& runtime,
       const fb::StateDecl* decl = p.states()->Get(s);
       State& state = program.states_[s];
       state.name = decl->name()->c_str();
-      uint64_t numel = 1;
-      bool overflow = false;
-      for (uint32_t d = 0; d < size_of(decl->dims()); ++d) {
-        const fb::Dim* dim = decl->dims()->Get(d);
-        int64_t size = dim->max();
-        if (dim->sym() != 0) {
-          const char* sym_name = p.symbols()->Get(dim->sym() - 1u)->name()->c_str();
-          for (const SymbolValue& chosen : options.symbols) {
-            if (std::strcmp(chosen.name, sym_name) == 0) size = chosen.value;
-          }
-        }
-        state.dims[d] = size;
-        overflow = overflow || __builtin_mul_overflow(numel, static_cast<uint64_t>(size), &numel);
-      }
+      state.nbytes = resolve_state(p, *decl, options.symbols, state.dims);
       const uint32_t rank = size_of(decl->dims());
       if (is_sub_byte(static_cast<ScalarType>(decl->dtype())) && (rank == 0 || state.dims[rank - 1] % 2 != 0)) {
         return EMBER_FAIL(ctx, Error::InvalidArgument, "state '%s': sub-byte dtype needs an even innermost dim, got %lld",
                           state.name, static_cast<long long>(rank ? state.dims[rank - 1] : 0));
       }
-      state.nbytes = overflow ? UINT64_MAX : nbytes_of(static_cast<ScalarType>(decl->dtype()), numel);
-      state.data = state.nbytes > (uint64_t{1} << 40)
+      state.data = state.nbytes > state_limit
                        ? nullptr
                        : static_cast<uint8_t*>(platform_aligned_alloc(64, static_cast<size_t>(state.nbytes)));
       if (state.data == nullptr) {

@@ -283,6 +283,20 @@ TEST(LlmInfoTest, KvBytesPerBlockSizesTheStateChosenAtLoad) {
     const uint64_t state = program.program().find_state("kv.0.k")->nbytes + program.program().find_state("kv.0.v")->nbytes;
     EXPECT_EQ(llm::kv_bytes_per_block(view.value()) * uint64_t(blocks), state);
   }
+  // More state than LoadOptions::max_state_bytes allows: OutOfMemory before any allocation.
+  {
+    const SymbolValue symbol{"num_blocks", 16};
+    LoadOptions options;
+    options.symbols = Span<const SymbolValue>(&symbol, 1);
+    options.max_state_bytes = 8 * 1024 - 1;  // the two caches need 2 x 16 blocks x 256 bytes
+    pt::LoadedProgram program(bytes, runtime.context, options);
+    ASSERT_FALSE(program.ok());
+    EXPECT_EQ(program.error(), Error::OutOfMemory);
+    EXPECT_NE(std::string(program.ctx().message).find("max_state_bytes"), std::string::npos) << program.ctx().message;
+    options.max_state_bytes = 8 * 1024;
+    pt::LoadedProgram fits(bytes, runtime.context, options);
+    EXPECT_TRUE(fits.ok()) << fits.ctx().message;
+  }
   // Beyond the symbol's range: refused at load, naming it.
   const SymbolValue too_many{"num_blocks", 17};
   LoadOptions options;

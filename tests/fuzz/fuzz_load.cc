@@ -128,6 +128,7 @@ int load_one(const uint8_t* data, size_t size) {
   runtime.backends = (control & kNoNullBackend) ? &e.without_null : &e.with_null;
   LoadOptions options;
   options.verification = (control & kStructural) ? Verification::Structural : Verification::Full;
+  options.max_state_bytes = kMaxArenaBytes;  // a hostile file must not make load allocate gigabytes
   ErrorContext ctx;
   Result<Program> program = Program::load(loader, runtime, options, &ctx);
   if (!program.is_ok()) return 0;

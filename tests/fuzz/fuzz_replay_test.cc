@@ -49,8 +49,10 @@ TEST(FuzzReplayTest, SeedsLoadAndExecuteUnderEveryControlByte) {
 // be refused at load; under the sanitizer build a regression is a sanitizer report.
 //   misaligned_dims_vector.bin: a Tensor.dims vector ([Dim], 8-byte structs) 4 bytes off, which the
 //   FlatBuffers verifier accepts (it checks vector length fields only); the validator now refuses it.
+//   huge_state.bin: the paged-attention seed with a KV state of 8 GB (libFuzzer: out-of-memory in
+//   Program::load); LoadOptions::max_state_bytes (the harness allows 64 MiB) now refuses it first.
 TEST(FuzzReplayTest, RegressionInputsAreRefused) {
-  for (const char* name : {"misaligned_dims_vector.bin"}) {
+  for (const char* name : {"misaligned_dims_vector.bin", "huge_state.bin"}) {
     const std::string path = std::string(EMBER_FUZZ_REGRESSIONS_DIR) + "/" + name;
     FILE* f = std::fopen(path.c_str(), "rb");
     ASSERT_NE(f, nullptr) << path;
