@@ -23,31 +23,27 @@ std::string shape_text(const std::vector<int64_t>& shape) {
   return s + "]";
 }
 
-// Elements of `t` as f32 (f32 / bf16 / f16; exact).
-std::vector<float> to_f32(const SafeTensor& t) {
-  const size_t n = static_cast<size_t>(t.numel());
+// n elements of dtype at data as f32 (f32 / bf16 / f16; exact); `what` names the tensor in errors.
+std::vector<float> to_f32(ScalarType dtype, const uint8_t* data, size_t n, const std::string& what) {
   std::vector<float> out(n);
-  switch (t.dtype) {
-    case ScalarType::F32: std::memcpy(out.data(), t.data, n * 4); break;
+  switch (dtype) {
+    case ScalarType::F32: std::memcpy(out.data(), data, n * 4); break;
     case ScalarType::BF16:
-      for (size_t i = 0; i < n; ++i) {
-        uint16_t b;
-        std::memcpy(&b, t.data + 2 * i, 2);
-        out[i] = bf16_to_f32(b);
-      }
-      break;
     case ScalarType::F16:
       for (size_t i = 0; i < n; ++i) {
         uint16_t b;
-        std::memcpy(&b, t.data + 2 * i, 2);
-        out[i] = f16_to_f32(b);
+        std::memcpy(&b, data + 2 * i, 2);
+        out[i] = dtype == ScalarType::BF16 ? bf16_to_f32(b) : f16_to_f32(b);
       }
       break;
     default:
-      throw ExportError("hf_llm: tensor '" + t.name + "' (" + t.file + ") has dtype " + t.dtype_name +
-                        "; expected F32, BF16 or F16");
+      throw ExportError("hf_llm: tensor " + what + " has dtype " + to_string(dtype) + "; expected F32, BF16 or F16");
   }
   return out;
+}
+
+std::vector<float> to_f32(const SafeTensor& t) {
+  return to_f32(t.dtype, t.data, static_cast<size_t>(t.numel()), "'" + t.name + "' (" + t.file + ")");
 }
 
 class Importer {
@@ -230,14 +226,8 @@ StepImport Importer::run() {
     if (ckpt_.has("lm_head.weight")) take("lm_head.weight", {c.vocab_size, hidden});
     const Value& e = b_.graph().values[static_cast<size_t>(embed_)];
     if (e.dtype == ScalarType::F16) {  // no f16 linear kernel
-      SafeTensor view;
-      view.name = "model.embed_tokens.weight";
-      view.dtype = e.dtype;
-      view.dtype_name = to_string(e.dtype);
-      view.shape = {c.vocab_size, hidden};
-      view.data = e.data->data();
-      view.nbytes = e.data->size();
-      head = b_.constant_f32("lm_head.weight", {c.vocab_size, hidden}, to_f32(view));
+      head = b_.constant_f32("lm_head.weight", {c.vocab_size, hidden},
+                             to_f32(e.dtype, e.data->data(), e.data->size() / 2, "'model.embed_tokens.weight'"));
     } else {
       head = b_.constant_shared("lm_head.weight", e.dtype, {c.vocab_size, hidden}, e.data);
     }
