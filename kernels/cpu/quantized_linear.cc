@@ -6,10 +6,12 @@
 //         weight decoder produces elements, zero-padded to a whole group, and (e4m3 formats on SIMD
 //         targets) multiplied by a power of two 2^c that puts max|x'| in [2^30, 2^31);
 //   for each scale block b of row j (a group of lanes for NVFP4):
-//       p = Σ x'_v · raw_v over the block's vectors (one FMA chain, lane-wise; NVFP4: two chains,
-//       even and odd planes, to hide the FMA latency), then
-//       acc = p · s'_b + acc (one FMA), s'_b = the block scale times a fixed power of two;
-//   y = f32(sum of acc's lanes · 2^e_i) (+ bias), e_i undoing 2^c and the fixed powers of two.
+//       p = Σ x'_v · raw_v over the block's vectors (one FMA chain, lane-wise; NVFP4: four chains,
+//       planes n % 4, to hide the FMA latency), then
+//       acc = p · s'_b + acc (one FMA), s'_b = the block scale times a fixed power of two (NVFP4:
+//       acc = (p + p3) · s + acc, acc2 = (p2 + p4) · s + acc2);
+//   y = f32(sum of the lanes of acc (NVFP4: acc + acc2) · 2^e_i) (+ bias), e_i undoing 2^c and the
+//   fixed powers of two.
 // The walkers take kCols = 4 weight rows side by side (FP8 / MXFP8, m = 1..2; 2 for m = 3..4 and
 // GEMM row groups; 1 for bf16 and NVFP4, see RowGroup), so one x' vector serves kCols FMAs, and
 // prefetch the next kCols rows. A GEMM runs
@@ -141,8 +143,11 @@ HWY_INLINE VF E2m1Low(hn::Vec<DU> v) {
 template <int kRows, int kCols>
 struct Accum {
   VF acc[kRows][kCols];
+  VF acc2[kRows][kCols];  // NVFP4: the odd planes' accumulator (Flush4), added to acc at the end
   VF p[kRows][kCols];
-  VF p2[kRows][kCols];  // NVFP4: the odd planes' chain (two chains hide the FMA latency)
+  // NVFP4: planes n % 4 = 1, 2, 3 go to p2, p3, p4 (four chains hide the FMA latency: with two,
+  // a group of 8 planes waited ~16 cycles on them).
+  VF p2[kRows][kCols], p3[kRows][kCols], p4[kRows][kCols];
   const float* x;  // prepared row 0; row r at x + r * kp
   int64_t kp;
 
@@ -151,32 +156,51 @@ struct Accum {
     x = rows;
     kp = stride;
     for (int r = 0; r < kRows; ++r) {
-      for (int q = 0; q < kCols; ++q) acc[r][q] = p[r][q] = p2[r][q] = hn::Zero(d);
+      for (int q = 0; q < kCols; ++q) {
+        acc[r][q] = acc2[r][q] = p[r][q] = p2[r][q] = p3[r][q] = p4[r][q] = hn::Zero(d);
+      }
     }
   }
-  // p = x'[e, e + L) * w (kFirst: the block's first step) or p += x'[e, e + L) * w, for each row
-  // of x and each weight row. x' rows are 64-byte aligned and e is a multiple of L.
-  template <bool kFirst>
+  // The parts the e4m3 and bf16 walkers use (x, acc, p), copied between an Accum and a local one.
+  HWY_INLINE void CopyMainFrom(const Accum& o) {
+    x = o.x;
+    kp = o.kp;
+    for (int r = 0; r < kRows; ++r) {
+      for (int q = 0; q < kCols; ++q) {
+        acc[r][q] = o.acc[r][q];
+        p[r][q] = o.p[r][q];
+      }
+    }
+  }
+  // What the NVFP4 walker carries from group to group (x, acc, acc2; p .. p4 restart per group).
+  HWY_INLINE void CopyNvfp4From(const Accum& o) {
+    x = o.x;
+    kp = o.kp;
+    for (int r = 0; r < kRows; ++r) {
+      for (int q = 0; q < kCols; ++q) {
+        acc[r][q] = o.acc[r][q];
+        acc2[r][q] = o.acc2[r][q];
+      }
+    }
+  }
+  // chain (p, p2, p3, p4)[kChain] = x'[e, e + L) * w (kFirst: the chain's first step) or += it,
+  // for each row of x and each weight row. x' rows are 64-byte aligned and e is a multiple of L.
+  template <bool kFirst, int kChain = 0>
   HWY_INLINE void Step(int64_t e, const VF* w) {
     const DF d;
+    VF (&c)[kRows][kCols] = kChain == 0 ? p : (kChain == 1 ? p2 : (kChain == 2 ? p3 : p4));
     for (int r = 0; r < kRows; ++r) {
       const VF xv = hn::Load(d, x + r * kp + e);
-      for (int q = 0; q < kCols; ++q) p[r][q] = kFirst ? hn::Mul(xv, w[q]) : hn::MulAdd(xv, w[q], p[r][q]);
+      for (int q = 0; q < kCols; ++q) c[r][q] = kFirst ? hn::Mul(xv, w[q]) : hn::MulAdd(xv, w[q], c[r][q]);
     }
   }
-  // The same into p2.
-  template <bool kFirst>
-  HWY_INLINE void Step2(int64_t e, const VF* w) {
-    const DF d;
+  // acc = (p + p3) * s + acc, acc2 = (p2 + p4) * s + acc2 (two independent accumulator chains).
+  HWY_INLINE void Flush4(const VF* s) {
     for (int r = 0; r < kRows; ++r) {
-      const VF xv = hn::Load(d, x + r * kp + e);
-      for (int q = 0; q < kCols; ++q) p2[r][q] = kFirst ? hn::Mul(xv, w[q]) : hn::MulAdd(xv, w[q], p2[r][q]);
-    }
-  }
-  // acc = p2 * s + (p * s + acc).
-  HWY_INLINE void Flush2(const VF* s) {
-    for (int r = 0; r < kRows; ++r) {
-      for (int q = 0; q < kCols; ++q) acc[r][q] = hn::MulAdd(p2[r][q], s[q], hn::MulAdd(p[r][q], s[q], acc[r][q]));
+      for (int q = 0; q < kCols; ++q) {
+        acc[r][q] = hn::MulAdd(hn::Add(p[r][q], p3[r][q]), s[q], acc[r][q]);
+        acc2[r][q] = hn::MulAdd(hn::Add(p2[r][q], p4[r][q]), s[q], acc2[r][q]);
+      }
     }
   }
   // acc += p * s (s per weight row); the next Step must be a first one.
@@ -252,7 +276,9 @@ HWY_INLINE bool ScaleRow(const QuantPlan& plan, int64_t j, int64_t b0, int64_t c
     }
 #endif
   }
-  for (int64_t b = count; b < kMultSize; ++b) out[b] = 0.0f;
+  // Zeros for the one vector the NVFP4 walker may read past the last block.
+  const int64_t pad_end = count + HWY_MAX_BYTES / 4 < kMultSize ? count + HWY_MAX_BYTES / 4 : kMultSize;
+  for (int64_t b = count; b < pad_end; ++b) out[b] = 0.0f;
   return ok;
 }
 
@@ -270,8 +296,7 @@ HWY_INLINE void FoldRow(float* out, int64_t count) {
 // ---------------------------------------------------------------- e4m3 rows (FP8, MXFP8, W8A8)
 
 // Whether any code in [begin, end) of the kCols rows is an e4m3 NaN (0x7F / 0xFF). Run once per
-// chunk before decoding it, it also pulls the chunk's lines in with a tight read loop (the decode
-// pass then reads them from L1).
+// chunk unless the caller promised NaN-free codes (plan.nan_free: bind scans each constant once).
 template <int kCols>
 HWY_INLINE bool AnyNanCode(const uint8_t* const* rows, int64_t begin, int64_t end) {
 #if HWY_TARGET == HWY_SCALAR
@@ -301,6 +326,14 @@ HWY_INLINE bool AnyNanCode(const uint8_t* const* rows, int64_t begin, int64_t en
 #endif
 }
 
+// Whether chunk [c0, c1) of the aligned group of 4 weight rows around j0 holds a NaN code.
+HWY_INLINE bool GroupHasNanCode(const QuantPlan& plan, int64_t j0, int64_t c0, int64_t c1) {
+  const int64_t g0 = j0 / 4 * 4, g1 = g0 + 4 < plan.n ? g0 + 4 : plan.n;
+  const uint8_t* rows[4];
+  for (int q = 0; q < 4; ++q) rows[q] = plan.w + (g0 + q < g1 ? g0 + q : g1 - 1) * plan.row_bytes;
+  return AnyNanCode<4>(rows, c0, c1);
+}
+
 // Streams of kCols rows that each cover one 4 KiB page or so get little from the hardware
 // prefetchers, so the walker prefetches the next kCols rows at the byte offset it reads, spread
 // over the steps (measured on fp8 per channel from DRAM, 1 thread: 21 GiB/s, against 11 without
@@ -319,56 +352,76 @@ HWY_INLINE VF E4m3Tail(const uint8_t* row, int64_t e, int64_t k) {
 
 // Steps [e, end) of one block run, all full (end <= k rounded down to L); `first`: the run starts
 // the block's partial sum.
-template <bool kFixNan, int kRows, int kCols>
-EMBER_QL_WALKER void E4m3Run(const uint8_t* const* rows, int64_t e, int64_t end, bool first,
-                        const uint8_t* next, int64_t row_bytes, Accum<kRows, kCols>& a) {
+template <int kRows, int kCols>
+HWY_NOINLINE void E4m3Run(const uint8_t* const* rows, int64_t e, int64_t end, bool first,
+                          const uint8_t* next, int64_t row_bytes, Accum<kRows, kCols>& acc) {
+  Accum<kRows, kCols> a;  // in registers for the loop (see E4m3Blocks)
+  a.CopyMainFrom(acc);
   const DF d;
   const int64_t lanes = static_cast<int64_t>(hn::Lanes(d));
+  const uint8_t* row[kCols];  // local copies (see E4m3Blocks)
+  for (int q = 0; q < kCols; ++q) row[q] = rows[q];
   VF w[kCols];
   if (first && e < end) {
     if (next != nullptr && e % 64 == 0) PrefetchNext<kCols>(next, row_bytes, e);
-    for (int q = 0; q < kCols; ++q) w[q] = RawE4m3<kFixNan>(rows[q] + e);
+    for (int q = 0; q < kCols; ++q) w[q] = RawE4m3<false>(row[q] + e);
     a.template Step<true>(e, w);
     e += lanes;
   }
   for (; e < end; e += lanes) {
     if (next != nullptr && e % 64 == 0) PrefetchNext<kCols>(next, row_bytes, e);
-    for (int q = 0; q < kCols; ++q) w[q] = RawE4m3<kFixNan>(rows[q] + e);
+    for (int q = 0; q < kCols; ++q) w[q] = RawE4m3<false>(row[q] + e);
     a.template Step<false>(e, w);
   }
+  acc.CopyMainFrom(a);
 }
 
 // nb whole blocks of kSteps steps each (kSteps = 0: `steps`, known at run time) starting at e, a
 // block boundary; block b's folded scales are mult[q][b0 + b].
-template <int kSteps, bool kFixNan, int kRows, int kCols>
-EMBER_QL_WALKER void E4m3Blocks(const uint8_t* const* rows, int64_t e, int64_t nb, int64_t steps,
-                           const float (*mult)[kMultSize], int64_t b0, const uint8_t* next,
-                           int64_t row_bytes, Accum<kRows, kCols>& a) {
+template <int kSteps, int kRows, int kCols>
+HWY_NOINLINE void E4m3Blocks(const uint8_t* const* rows, int64_t e, int64_t nb, int64_t steps,
+                             const float (*mult)[kMultSize], int64_t b0, const uint8_t* next,
+                             int64_t row_bytes, Accum<kRows, kCols>& acc) {
+  // Out of line, with the accumulators copied into locals: the loop keeps them in registers
+  // whatever the (large) caller looks like; inlined into it, register allocation varied with
+  // unrelated code and the block loop ran up to 1.5x slower.
+  Accum<kRows, kCols> a;
+  a.CopyMainFrom(acc);
   const DF d;
   const int64_t lanes = static_cast<int64_t>(hn::Lanes(d));
   const int64_t n = kSteps > 0 ? kSteps : steps;
+  // Local copies: VF stores may alias anything (the vector types are may_alias), which would make
+  // the compiler reload rows[] from memory at every step.
+  const uint8_t* row[kCols];
+  for (int q = 0; q < kCols; ++q) row[q] = rows[q];
   VF w[kCols], s[kCols];
   for (int64_t b = 0; b < nb; ++b) {
-    for (int64_t t = 0; t < n; ++t, e += lanes) {
+    if (next != nullptr && e % 64 == 0) PrefetchNext<kCols>(next, row_bytes, e);
+    for (int q = 0; q < kCols; ++q) w[q] = RawE4m3<false>(row[q] + e);
+    a.template Step<true>(e, w);
+    e += lanes;
+#pragma GCC unroll 16
+    for (int64_t t = 1; t < n; ++t, e += lanes) {
       if (next != nullptr && e % 64 == 0) PrefetchNext<kCols>(next, row_bytes, e);
-      for (int q = 0; q < kCols; ++q) w[q] = RawE4m3<kFixNan>(rows[q] + e);
-      if (t == 0) a.template Step<true>(e, w); else a.template Step<false>(e, w);
+      for (int q = 0; q < kCols; ++q) w[q] = RawE4m3<false>(row[q] + e);
+      a.template Step<false>(e, w);
     }
     for (int q = 0; q < kCols; ++q) s[q] = hn::Set(d, mult[q][b0 + b]);
     a.Flush(s);
   }
+  acc.CopyMainFrom(a);
 }
 
-template <bool kFixNan, int kRows, int kCols>
+template <int kRows, int kCols>
 HWY_INLINE void E4m3BlocksFor(const uint8_t* const* rows, int64_t e, int64_t nb, int64_t steps,
                               const float (*mult)[kMultSize], int64_t b0, const uint8_t* next,
                               int64_t row_bytes, Accum<kRows, kCols>& a) {
   switch (steps) {  // the common block lengths, unrolled: MXFP8 (32) and 128 on 8 / 16 lanes
-    case 2: return E4m3Blocks<2, kFixNan>(rows, e, nb, steps, mult, b0, next, row_bytes, a);
-    case 4: return E4m3Blocks<4, kFixNan>(rows, e, nb, steps, mult, b0, next, row_bytes, a);
-    case 8: return E4m3Blocks<8, kFixNan>(rows, e, nb, steps, mult, b0, next, row_bytes, a);
-    case 16: return E4m3Blocks<16, kFixNan>(rows, e, nb, steps, mult, b0, next, row_bytes, a);
-    default: return E4m3Blocks<0, kFixNan>(rows, e, nb, steps, mult, b0, next, row_bytes, a);
+    case 2: return E4m3Blocks<2>(rows, e, nb, steps, mult, b0, next, row_bytes, a);
+    case 4: return E4m3Blocks<4>(rows, e, nb, steps, mult, b0, next, row_bytes, a);
+    case 8: return E4m3Blocks<8>(rows, e, nb, steps, mult, b0, next, row_bytes, a);
+    case 16: return E4m3Blocks<16>(rows, e, nb, steps, mult, b0, next, row_bytes, a);
+    default: return E4m3Blocks<0>(rows, e, nb, steps, mult, b0, next, row_bytes, a);
   }
 }
 
@@ -392,6 +445,10 @@ EMBER_QL_WALKER void E4m3Rows(const QuantPlan& plan, int64_t j0, bool prefetch_n
   }
   chunk = chunk / lanes * lanes;
   if (chunk < lanes) chunk = lanes;
+  // Rows with a NaN code take the pre-scaled path below for all chunks (exact: NaN where the
+  // reference is NaN); like the fold, decided for the aligned group of 4 weight rows around j0,
+  // never for this walker's kCols rows.
+  const bool nan = !plan.nan_free && GroupHasNanCode(plan, j0, 0, k);
   float mult[kCols][kMultSize];
   bool folded = true;
   VF s[kCols];
@@ -411,21 +468,16 @@ EMBER_QL_WALKER void E4m3Rows(const QuantPlan& plan, int64_t j0, bool prefetch_n
         float other[kMultSize];
         folded &= ScaleRow<F>(plan, j, b_lo, b_hi - b_lo + 1, other);
       }
-      if (folded && uniform) {
+      if (folded && uniform && !nan) {
         for (int q = 0; q < kCols; ++q) FoldRow(mult[q], b_hi - b_lo + 1);
       }
     }
-    const bool nan = AnyNanCode<kCols>(rows, c0, c1);
-    if (uniform && folded) {
+    if (uniform && folded && !nan) {
       int64_t e = c0, b = b_lo;
       if (!one_block && !pending && c0 % bk == 0) {  // whole blocks of whole steps: unrolled
         const int64_t limit = c1 < k_full ? c1 : k_full;
         const int64_t nb = limit > e ? (limit - e) / bk : 0;
-        if (HWY_LIKELY(!nan)) {
-          E4m3BlocksFor<false>(rows, e, nb, bk / lanes, mult, 0, next, plan.row_bytes, a);
-        } else {
-          E4m3BlocksFor<true>(rows, e, nb, bk / lanes, mult, 0, next, plan.row_bytes, a);
-        }
+        E4m3BlocksFor(rows, e, nb, bk / lanes, mult, 0, next, plan.row_bytes, a);
         e += nb * bk;
         b += nb;
       }
@@ -434,11 +486,7 @@ EMBER_QL_WALKER void E4m3Rows(const QuantPlan& plan, int64_t j0, bool prefetch_n
       for (; e < c1; ++b, block_end += bk) {
         const int64_t run_end = block_end < c1 ? block_end : c1;
         const int64_t full_end = run_end < k_full ? run_end : k_full;
-        if (HWY_LIKELY(!nan)) {
-          E4m3Run<false>(rows, e, full_end, !pending, next, plan.row_bytes, a);
-        } else {
-          E4m3Run<true>(rows, e, full_end, !pending, next, plan.row_bytes, a);
-        }
+        E4m3Run(rows, e, full_end, !pending, next, plan.row_bytes, a);
         pending = pending || e < full_end;
         e = full_end;
         if (e < run_end) {  // the partial last step
@@ -506,24 +554,20 @@ HWY_INLINE hn::Vec<DU> LoadGroupTail(const uint8_t* row, int64_t offset, int64_t
   return hn::Load(du, buf);
 }
 
-// Plane kPlane of an NVFP4 group into the accumulators: even planes into p, odd ones into p2 (two
-// FMA chains per output), then the next plane.
+// Plane kPlane of an NVFP4 group into the accumulators: plane n into chain n % 4 (p, p2, p3, p4),
+// then the next plane.
 template <int kPlane, bool kFolded, int kRows, int kCols>
-HWY_INLINE void Nvfp4Plane(hn::Vec<DU>* v, const VF* s, int64_t e, Accum<kRows, kCols>& a) {
+HWY_INLINE void Nvfp4Plane(const hn::Vec<DU>* v, const VF* s, int64_t e, Accum<kRows, kCols>& a) {
   if constexpr (kPlane < 8) {
     const DF d;
     VF w[kCols];
     for (int q = 0; q < kCols; ++q) {
-      w[q] = E2m1Low(v[q]);
+      // Each plane's shift from the loaded group (not from the previous plane's): no serial chain.
+      w[q] = E2m1Low(hn::ShiftRight<4 * kPlane>(v[q]));
       if constexpr (!kFolded) w[q] = hn::Mul(w[q], s[q]);
-      if constexpr (kPlane < 7) v[q] = hn::ShiftRight<4>(v[q]);
     }
     const int64_t at = e + kPlane * static_cast<int64_t>(hn::Lanes(d));
-    if constexpr (kPlane % 2 == 0) {
-      a.template Step<kPlane == 0>(at, w);
-    } else {
-      a.template Step2<kPlane == 1>(at, w);
-    }
+    a.template Step<(kPlane < 4), kPlane % 4>(at, w);
     Nvfp4Plane<kPlane + 1, kFolded>(v, s, e, a);
   }
 }
@@ -534,20 +578,22 @@ template <bool kFolded, int kRows, int kCols>
 HWY_INLINE void Nvfp4Group(hn::Vec<DU>* v, const VF* s, int64_t e, Accum<kRows, kCols>& a) {
   Nvfp4Plane<0, kFolded>(v, s, e, a);
   if constexpr (kFolded) {
-    a.Flush2(s);
+    a.Flush4(s);
   } else {
     const DF d;
     VF ones[kCols];
     for (int q = 0; q < kCols; ++q) ones[q] = hn::Set(d, 1.0f);
-    a.Flush2(ones);
+    a.Flush4(ones);
   }
 }
 
 // The full groups [e, end) and the last, partial one of a chunk starting at c0.
 template <bool kFolded, int kRows, int kCols>
-EMBER_QL_WALKER void Nvfp4Chunk(const uint8_t* const* rows, int64_t c0, int64_t c1, int64_t row_bytes,
-                           const float (*mult)[kMultSize], const uint8_t* next,
-                           Accum<kRows, kCols>& a) {
+HWY_NOINLINE void Nvfp4Chunk(const uint8_t* const* rows, int64_t c0, int64_t c1, int64_t row_bytes,
+                             const float (*mult)[kMultSize], const uint8_t* next,
+                             Accum<kRows, kCols>& acc) {
+  Accum<kRows, kCols> a;  // in registers for the loop (see E4m3Blocks)
+  a.CopyNvfp4From(acc);
   const DF d;
   const int64_t lanes = static_cast<int64_t>(hn::Lanes(d));
   const int64_t group = 8 * lanes;
@@ -573,6 +619,7 @@ EMBER_QL_WALKER void Nvfp4Chunk(const uint8_t* const* rows, int64_t c0, int64_t 
     }
     Nvfp4Group<kFolded>(v, s, e, a);
   }
+  acc.CopyNvfp4From(a);
 }
 
 template <int kRows, int kCols>
@@ -660,7 +707,8 @@ HWY_INLINE void Micro(const QuantPlan& plan, int64_t i0, int64_t j0, bool prefet
   for (int r = 0; r < kRows; ++r) {
     const double y_scale = plan.y_scale[i0 + r];
     for (int q = 0; q < kCols; ++q) {
-      float v = static_cast<float>(double(hn::GetLane(hn::SumOfLanes(d, a.acc[r][q]))) * y_scale);
+      const VF sum = F == QuantFormat::Nvfp4 ? hn::Add(a.acc[r][q], a.acc2[r][q]) : a.acc[r][q];
+      float v = static_cast<float>(double(hn::GetLane(hn::SumOfLanes(d, sum))) * y_scale);
       if (bias != nullptr) v += bias[j0 + q];
       plan.y[(i0 + r) * plan.n + j0 + q] = v;
     }

@@ -25,6 +25,11 @@
 // builds e4m3 subnormals as f32 subnormals before scaling, and the W8A8 encoder rounds e4m3
 // subnormals with an f32 add.
 //
+// NaN codes: the e4m3 kernels scan each chunk of codes for 0x7F / 0xFF before decoding it (the bit
+// trick decodes them as ±480, the reference as NaN). `nan_free` = true promises that no code is NaN
+// (QuantView::nan_codes == false: bind scanned the constant once) and skips the scan; with a NaN
+// code present the results are then unspecified. NVFP4 and bf16 have no NaN codes.
+//
 // Arguments: `context.pool` (null = the calling thread) and `context.scratch`, which must hold
 // quantized_linear_scratch_bytes(m, k, threads, w8a8) bytes (any alignment; its contents are
 // overwritten, never read).
@@ -57,11 +62,11 @@ size_t quantized_linear_scratch_bytes(int64_t m, int64_t k, size_t thread_count,
 Status linear_fp8_e4m3(const KernelContext& context, const float* x, int64_t m,
                        const uint8_t* codes, int64_t n, int64_t k, int64_t block_n,
                        int64_t block_k, const float* scales, const float* bias, float* y,
-                       ErrorContext* error = nullptr);
+                       ErrorContext* error = nullptr, bool nan_free = false);
 
 Status linear_mxfp8(const KernelContext& context, const float* x, int64_t m, const uint8_t* codes,
                     int64_t n, int64_t k, const uint8_t* scales, const float* bias, float* y,
-                    ErrorContext* error = nullptr);
+                    ErrorContext* error = nullptr, bool nan_free = false);
 
 Status linear_nvfp4(const KernelContext& context, const float* x, int64_t m,
                     const uint8_t* packed, int64_t n, int64_t k, const uint8_t* scales,
@@ -74,6 +79,6 @@ Status linear_bf16(const KernelContext& context, const float* x, int64_t m, cons
 Status linear_fp8_e4m3_w8a8(const KernelContext& context, const float* x, int64_t m,
                             const uint8_t* codes, int64_t n, int64_t k, int64_t block_n,
                             int64_t block_k, const float* scales, const float* bias, float* y,
-                            ErrorContext* error = nullptr);
+                            ErrorContext* error = nullptr, bool nan_free = false);
 
 }  // namespace ember::kernels::cpu

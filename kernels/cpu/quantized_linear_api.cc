@@ -166,7 +166,7 @@ size_t quantized_linear_scratch_bytes(int64_t m, int64_t k, size_t thread_count,
 Status linear_fp8_e4m3(const KernelContext& context, const float* x, int64_t m,
                        const uint8_t* codes, int64_t n, int64_t k, int64_t block_n,
                        int64_t block_k, const float* scales, const float* bias, float* y,
-                       ErrorContext* error) {
+                       ErrorContext* error, bool nan_free) {
   EMBER_RETURN_IF_ERROR(cpu_detail::check_dims(m, n, k, error));
   EMBER_RETURN_IF_ERROR(cpu_detail::check_fp8_blocks(block_n, block_k, error));
   QuantPlan p = cpu_detail::make_plan(QuantFormat::Fp8, x, m, codes, n, k, bias, y);
@@ -177,12 +177,13 @@ Status linear_fp8_e4m3(const KernelContext& context, const float* x, int64_t m,
   p.block_cols = (k + p.block_k - 1) / p.block_k;
   p.fp8_scales = scales;
   p.row_bytes = k;
+  p.nan_free = nan_free;
   return cpu_detail::run(context, p, error);
 }
 
 Status linear_mxfp8(const KernelContext& context, const float* x, int64_t m, const uint8_t* codes,
                     int64_t n, int64_t k, const uint8_t* scales, const float* bias, float* y,
-                    ErrorContext* error) {
+                    ErrorContext* error, bool nan_free) {
   EMBER_RETURN_IF_ERROR(cpu_detail::check_dims(m, n, k, error));
   EMBER_RETURN_IF_ERROR(cpu_detail::check_multiple(k, 32, "MXFP8", error));
   QuantPlan p = cpu_detail::make_plan(QuantFormat::Mxfp8, x, m, codes, n, k, bias, y);
@@ -191,6 +192,7 @@ Status linear_mxfp8(const KernelContext& context, const float* x, int64_t m, con
   p.block_cols = k / 32;
   p.u8_scales = scales;
   p.row_bytes = k;
+  p.nan_free = nan_free;
   return cpu_detail::run(context, p, error);
 }
 
@@ -226,7 +228,7 @@ Status linear_bf16(const KernelContext& context, const float* x, int64_t m, cons
 Status linear_fp8_e4m3_w8a8(const KernelContext& context, const float* x, int64_t m,
                             const uint8_t* codes, int64_t n, int64_t k, int64_t block_n,
                             int64_t block_k, const float* scales, const float* bias, float* y,
-                            ErrorContext* error) {
+                            ErrorContext* error, bool nan_free) {
   EMBER_RETURN_IF_ERROR(cpu_detail::check_dims(m, n, k, error));
   EMBER_RETURN_IF_ERROR(cpu_detail::check_fp8_blocks(block_n, block_k, error));
   if (block_k < k || (block_n != 1 && block_n < n)) {
@@ -241,6 +243,7 @@ Status linear_fp8_e4m3_w8a8(const KernelContext& context, const float* x, int64_
   p.block_n = block_n == 1 ? 1 : (n > 0 ? n : 1);  // 1: per channel; n: per tensor
   p.fp8_scales = scales;
   p.row_bytes = k;
+  p.nan_free = nan_free;
   return cpu_detail::run(context, p, error);
 }
 

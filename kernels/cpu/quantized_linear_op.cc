@@ -36,12 +36,15 @@ void linear_quantized(KernelContext& ctx, const OpAttrs& attrs, const TensorView
     case QuantLayout::Block2d: {
       const float* scales = static_cast<const float*>(q.scale);
       s = attrs.activation_quant == ActivationQuant::Fp8PerToken
-              ? linear_fp8_e4m3_w8a8(ctx, px, m, codes, n, k, q.block[0], q.block[1], scales, bias, y)
-              : linear_fp8_e4m3(ctx, px, m, codes, n, k, q.block[0], q.block[1], scales, bias, y);
+              ? linear_fp8_e4m3_w8a8(ctx, px, m, codes, n, k, q.block[0], q.block[1], scales, bias, y,
+                                     nullptr, !q.nan_codes)
+              : linear_fp8_e4m3(ctx, px, m, codes, n, k, q.block[0], q.block[1], scales, bias, y, nullptr,
+                                !q.nan_codes);
       break;
     }
     case QuantLayout::Mx:
-      s = linear_mxfp8(ctx, px, m, codes, n, k, static_cast<const uint8_t*>(q.scale), bias, y);
+      s = linear_mxfp8(ctx, px, m, codes, n, k, static_cast<const uint8_t*>(q.scale), bias, y, nullptr,
+                       !q.nan_codes);
       break;
     case QuantLayout::Nvfp4:
       s = linear_nvfp4(ctx, px, m, codes, n, k, static_cast<const uint8_t*>(q.scale), *q.global_scale, bias, y);

@@ -20,6 +20,7 @@ constexpr int64_t kMaxGroup = 512;
 struct QuantPlan {
   QuantFormat format;
   bool w8a8;               // FP8 codes taken unscaled; y = (S * sx[i]) * s_w[j] + bias[j] afterwards
+  bool nan_free;           // e4m3: the caller promises no NaN code (the walkers skip their scan)
   const float* x;          // [m, k]; W8A8: the e4m3 values f32(x8) in the scratch
   const float* sx;         // W8A8: [m]
   int64_t m, n, k;

@@ -12,6 +12,7 @@
 // scale (· global). The numerics are kernels/reference/quantize.h's.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 
 #include "runtime/core/scalar_type.h"
@@ -61,6 +62,13 @@ struct QuantView {
   const void* scale = nullptr;          // [ceil(n / block[0]), ceil(k / block[1])] row-major
   int64_t block[2] = {0, 0};            // along n and k
   const float* global_scale = nullptr;  // NVFP4's f32 decode multiplier; null otherwise
+  // f8_e4m3fn data: whether any code is NaN (0x7F / 0xFF). Bind scans the constant once and sets it;
+  // false lets the CPU kernels skip their per-call NaN scan (true, the default, is always safe).
+  bool nan_codes = true;
 };
+
+// Whether any of `count` e4m3fn codes is a NaN code (0x7F or 0xFF). Reads every byte once, 8 at a
+// time; null with count 0 is fine.
+bool e4m3_any_nan_code(const uint8_t* codes, size_t count);
 
 }  // namespace ember

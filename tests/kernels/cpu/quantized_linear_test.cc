@@ -17,6 +17,7 @@
 #include "kernels/reference/quantize.h"
 #include "kernels/reference/quantized_linear.h"
 #include "runtime/core/float_codecs.h"
+#include "runtime/core/quant.h"
 #include "tests/common/test_util.h"
 #include "tests/kernels/cpu/test_util.h"
 
@@ -121,7 +122,8 @@ ThreadPool* Pool2() {
 // The cpu kernel with `threads` (1: no pool, 2: a FixedThreadPool(2)) and a scratch of exactly the
 // documented size, placed at an odd address and filled with NaN bytes.
 Status RunCpu(const QWeight& w, const float* x, int64_t m, const float* bias, float* y,
-              int threads, ErrorContext* error = nullptr, size_t scratch_bytes = SIZE_MAX) {
+              int threads, ErrorContext* error = nullptr, size_t scratch_bytes = SIZE_MAX,
+              bool nan_free = false) {
   const bool w8a8 = w.fmt == Fmt::W8a8;
   if (scratch_bytes == SIZE_MAX) {
     scratch_bytes = cpu::quantized_linear_scratch_bytes(m, w.k, size_t(threads), w8a8);
@@ -134,16 +136,17 @@ Status RunCpu(const QWeight& w, const float* x, int64_t m, const float* bias, fl
   switch (w.fmt) {
     case Fmt::Fp8:
       return cpu::linear_fp8_e4m3(ctx, x, m, w.data.data(), w.n, w.k, w.bn, w.bk, w.fscales.data(),
-                                  bias, y, error);
+                                  bias, y, error, nan_free);
     case Fmt::Mxfp8:
-      return cpu::linear_mxfp8(ctx, x, m, w.data.data(), w.n, w.k, w.uscales.data(), bias, y, error);
+      return cpu::linear_mxfp8(ctx, x, m, w.data.data(), w.n, w.k, w.uscales.data(), bias, y, error,
+                               nan_free);
     case Fmt::Nvfp4:
       return cpu::linear_nvfp4(ctx, x, m, w.data.data(), w.n, w.k, w.uscales.data(), w.g, bias, y,
                                error);
     case Fmt::Bf16: return cpu::linear_bf16(ctx, x, m, u16, w.n, w.k, bias, y, error);
     case Fmt::W8a8:
       return cpu::linear_fp8_e4m3_w8a8(ctx, x, m, w.data.data(), w.n, w.k, w.bn, w.bk,
-                                       w.fscales.data(), bias, y, error);
+                                       w.fscales.data(), bias, y, error, nan_free);
   }
   return Status::ok();
 }
@@ -329,6 +332,29 @@ TEST_P(QuantLinearTest, NanCodes) {
     mx.data[size_t(17 * k + k - 5)] = 0xFF;
     ASSERT_TRUE(ref::dequantize_mxfp8(mx.data.data(), n, k, mx.uscales.data(), mx.dequant.data()).is_ok());
     for (int64_t m : {1, 2, 5}) CheckCase(mx, m, 9);
+  }
+}
+
+// nan_free (what bind passes for a constant without NaN codes) only skips the scan: on NaN-free
+// codes the bits are those of the scanning call, for GEMV and GEMM, folded and pre-scaled chunks.
+TEST_P(QuantLinearTest, NanFreeHintGivesTheSameBits) {
+  const int64_t n = 37, k = 4096 + 64;
+  std::vector<QWeight> weights;
+  weights.push_back(MakeWeight(Fmt::Fp8, n, k, 1, k, 21));
+  weights.push_back(MakeWeight(Fmt::Fp8, n, k, 8, 128, 22));
+  weights.push_back(MakeWeight(Fmt::Fp8, n, k, 5, 40, 23));
+  weights.back().fscales[3] = 1e30f;  // a chunk that does not fold
+  weights.push_back(MakeWeight(Fmt::Mxfp8, n, k, 1, 32, 24));
+  weights.push_back(MakeWeight(Fmt::W8a8, n, k, 1, k, 25));
+  for (const QWeight& w : weights) {
+    ASSERT_FALSE(e4m3_any_nan_code(w.data.data(), w.data.size()));
+    for (int64_t m : {1, 3, 6}) {
+      const std::vector<float> x = MakeX(m, k, uint32_t(m + 40));
+      std::vector<float> scanned(size_t(m * n)), hinted(scanned.size(), -1.0f);
+      ASSERT_TRUE(RunCpu(w, x.data(), m, nullptr, scanned.data(), 1).is_ok());
+      ASSERT_TRUE(RunCpu(w, x.data(), m, nullptr, hinted.data(), 2, nullptr, SIZE_MAX, true).is_ok());
+      EXPECT_TRUE(BitEqual(scanned, hinted)) << FmtName(w.fmt) << " block " << w.bn << "x" << w.bk << " m=" << m;
+    }
   }
 }
 

@@ -6,6 +6,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <memory>
 #include <set>
 #include <thread>
 #include <string>
@@ -14,6 +15,7 @@
 #include "exporter/importers/builder/examples.h"
 #include "exporter/importers/builder/graph_builder.h"
 #include "exporter/passes/evaluate.h"
+#include "runtime/core/float_codecs.h"
 #include "tests/common/program_util.h"
 #include "tests/common/test_util.h"
 
@@ -132,6 +134,64 @@ void CheckAgainstOracle(const exporter::ExportResult& r, const RuntimeContext& r
       first += 1e-3f + 1e-3f * std::fabs(first);
       std::memcpy(perturbed.bytes.data(), &first, 4);
       EXPECT_NONFATAL_FAILURE(ExpectAllClose(actual[o], perturbed), "first mismatch at element 0");
+    }
+  }
+}
+
+// An FP8 per-channel linear [1, 64] x [8, 64]^T whose weight row 3 holds `nan_code` at column 10
+// (0 = none). Bind scans the constant once (QuantView::nan_codes) and the CPU kernel skips its own
+// scan only when the codes are NaN-free, so a NaN code must still make that row NaN.
+exporter::ExportResult Fp8Linear(uint8_t nan_code, std::vector<float>* dequant) {
+  const int64_t n = 8, k = 64;
+  std::vector<uint8_t> codes(static_cast<size_t>(n * k));
+  std::vector<float> scales(static_cast<size_t>(n));
+  dequant->assign(size_t(n * k), 0.0f);
+  for (int64_t j = 0; j < n; ++j) {
+    scales[size_t(j)] = 0.01f * float(j + 1);
+    for (int64_t p = 0; p < k; ++p) {
+      codes[size_t(j * k + p)] = f32_to_e4m3fn(float((j * 7 + p * 13) % 41) - 20.0f);
+    }
+  }
+  if (nan_code != 0) codes[size_t(3 * k + 10)] = nan_code;
+  for (size_t i = 0; i < codes.size(); ++i) (*dequant)[i] = e4m3fn_to_f32(codes[i]) * scales[i / size_t(k)];
+  auto q = std::make_shared<exporter::QuantParams>();
+  q->scale_dtype = ScalarType::F32;
+  q->block = {1, k};
+  q->scale_dims = {n, 1};
+  std::vector<uint8_t> scale_bytes(scales.size() * 4);
+  std::memcpy(scale_bytes.data(), scales.data(), scale_bytes.size());
+  q->scale = std::make_shared<const std::vector<uint8_t>>(std::move(scale_bytes));
+  GraphBuilder b(3);
+  const ValueId x = b.input("x", ScalarType::F32, {1, k});
+  const ValueId w = b.constant_quantized("w", ScalarType::F8E4M3FN, {n, k}, codes, q);
+  b.output("y", b.linear(x, w, exporter::kNoValue, "fc"));
+  return testing::export_program(b.build());
+}
+
+TEST(EndToEndTest, Fp8WeightNanCodesGiveNanRowsAfterBind) {
+  testing::Runtime rt;
+  for (uint8_t nan_code : {uint8_t(0), uint8_t(0x7F), uint8_t(0xFF)}) {
+    SCOPED_TRACE("nan code " + std::to_string(nan_code));
+    std::vector<float> dequant;
+    const exporter::ExportResult r = Fp8Linear(nan_code, &dequant);
+    testing::LoadedMethod lm(r.program.bytes, rt.context);
+    ASSERT_TRUE(lm.ok()) << lm.ctx().message;
+    const std::vector<float> xv = testing::pattern(64, 5);
+    const std::vector<HostTensor> out = testing::run_method(lm.method(), {HostTensor::from_f32({1, 64}, xv)});
+    ASSERT_EQ(out.size(), 1u);
+    const std::vector<float> y = out[0].to_f32();
+    ASSERT_EQ(y.size(), 8u);
+    for (size_t j = 0; j < 8; ++j) {
+      double e = 0.0, mag = 0.0;
+      for (size_t p = 0; p < 64; ++p) {
+        e += double(xv[p]) * dequant[j * 64 + p];
+        mag += std::fabs(double(xv[p]) * dequant[j * 64 + p]);
+      }
+      if (nan_code != 0 && j == 3) {
+        EXPECT_TRUE(std::isnan(y[j])) << "row 3: " << y[j];
+      } else {
+        EXPECT_NEAR(y[j], e, 1e-5 * mag + 1e-6) << "row " << j;
+      }
     }
   }
 }
