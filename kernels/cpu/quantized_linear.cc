@@ -588,10 +588,43 @@ HWY_INLINE void Nvfp4Group(hn::Vec<DU>* v, const VF* s, int64_t e, Accum<kRows, 
 }
 
 // The full groups [e, end) and the last, partial one of a chunk starting at c0.
-template <bool kFolded, int kRows, int kCols>
+// Whether all `count` ue4m3 codes at p are valid (<= 0x7E: 0x7F and the sign bit are invalid).
+HWY_INLINE bool ValidUe4m3(const uint8_t* p, int64_t count) {
+#if HWY_TARGET == HWY_SCALAR
+  for (int64_t i = 0; i < count; ++i) {
+    if (p[i] > 0x7E) return false;
+  }
+  return true;
+#else
+  const hn::Repartition<uint8_t, DF> d8;
+  const int64_t n = static_cast<int64_t>(hn::Lanes(d8));
+  auto mx = hn::Zero(d8);
+  int64_t i = 0;
+  for (; i + n <= count; i += n) mx = hn::Max(mx, hn::LoadU(d8, p + i));
+  if (i < count) mx = hn::Max(mx, LoadTail(d8, p + i, static_cast<size_t>(count - i)));
+  return hn::AllTrue(d8, hn::Lt(mx, hn::Set(d8, uint8_t{0x7F})));
+#endif
+}
+
+#if HWY_TARGET != HWY_SCALAR
+// The lanes' block scales of one NVFP4 group (kFolded, inline): the L / 2 ue4m3 codes at p, all
+// valid (<= 0x7E), lane l <- g * value(p[l / 2]), the product ScaleRow computes.
+template <class Idx>
+HWY_INLINE VF Nvfp4GroupScales(const uint8_t* p, VF g, Idx dup) {
+  const DF d;
+  const hn::Half<DU> dh;
+  const auto codes = hn::PromoteTo(dh, hn::LoadU(hn::Rebind<uint8_t, decltype(dh)>(), p));
+  const auto lanes = hn::TableLookupLanes(hn::ZeroExtendVector(DU(), codes), dup);
+  return hn::Mul(g, hn::Mul(hn::BitCast(d, hn::ShiftLeft<20>(lanes)), hn::Set(d, 0x1p120f)));
+}
+#endif
+
+// kInline (folded chunks of SIMD targets): scales decoded per group from scale_rows[q] + e / 16
+// (no mult table); else from mult.
+template <bool kFolded, bool kInline, int kRows, int kCols>
 HWY_NOINLINE void Nvfp4Chunk(const uint8_t* const* rows, int64_t c0, int64_t c1, int64_t row_bytes,
-                             const float (*mult)[kMultSize], const uint8_t* next,
-                             Accum<kRows, kCols>& acc) {
+                             const float (*mult)[kMultSize], const uint8_t* const* scale_rows,
+                             float global_scale, const uint8_t* next, Accum<kRows, kCols>& acc) {
   Accum<kRows, kCols> a;  // in registers for the loop (see E4m3Blocks)
   a.CopyNvfp4From(acc);
   const DF d;
@@ -601,6 +634,20 @@ HWY_NOINLINE void Nvfp4Chunk(const uint8_t* const* rows, int64_t c0, int64_t c1,
   HWY_ALIGN int32_t dup_index[HWY_MAX_BYTES / 4];
   for (int64_t l = 0; l < lanes; ++l) dup_index[l] = static_cast<int32_t>(l / 2);
   const auto dup = hn::SetTableIndices(d, dup_index);
+  HWY_ALIGN uint32_t dup_u32[HWY_MAX_BYTES / 4];
+  for (int64_t l = 0; l < lanes; ++l) dup_u32[l] = static_cast<uint32_t>(l / 2);
+  const auto dup_u = hn::SetTableIndices(DU(), dup_u32);
+  const VF g = hn::Set(d, global_scale);
+  (void)dup_u;
+  (void)g;
+  auto scales = [&](int q, int64_t e) {
+#if HWY_TARGET != HWY_SCALAR
+    if constexpr (kInline) return Nvfp4GroupScales(scale_rows[q] + e / 16, g, dup_u);
+#endif
+    (void)scale_rows;
+    (void)global_scale;
+    return hn::TableLookupLanes(hn::LoadU(d, mult[q] + (e - c0) / 16), dup);
+  };
   hn::Vec<DU> v[kCols];
   VF s[kCols];
   int64_t e = c0;
@@ -608,11 +655,11 @@ HWY_NOINLINE void Nvfp4Chunk(const uint8_t* const* rows, int64_t c0, int64_t c1,
     if (next != nullptr && (e / 2) % 64 == 0) PrefetchNext<kCols>(next, row_bytes, e / 2);
     for (int q = 0; q < kCols; ++q) {
       v[q] = LoadGroup(rows[q], e / 2);
-      s[q] = hn::TableLookupLanes(hn::LoadU(d, mult[q] + (e - c0) / 16), dup);
+      s[q] = scales(q, e);
     }
     Nvfp4Group<kFolded>(v, s, e, a);
   }
-  if (e < c1) {  // the last, partial group (the scales past the row are zero)
+  if (e < c1) {  // the last, partial group (from mult: the scales past the row are zero there)
     for (int q = 0; q < kCols; ++q) {
       v[q] = LoadGroupTail(rows[q], e / 2, row_bytes);
       s[q] = hn::TableLookupLanes(hn::LoadU(d, mult[q] + (e - c0) / 16), dup);
@@ -631,17 +678,30 @@ HWY_INLINE void Nvfp4Rows(const QuantPlan& plan, int64_t j0, bool prefetch_next,
   for (int q = 0; q < kCols; ++q) rows[q] = plan.w + (j0 + q) * plan.row_bytes;
   const uint8_t* next = prefetch_next ? rows[0] + kCols * plan.row_bytes : nullptr;
   const int64_t chunk = kMaxChunkSteps * lanes;  // 16 groups, 8L blocks
+  const uint8_t* scale_rows[kCols];
+  for (int q = 0; q < kCols; ++q) scale_rows[q] = plan.u8_scales + (j0 + q) * plan.block_cols;
+  // Every scale g * value is finite when g * 448 (the largest ue4m3) is and no code is invalid.
+  const bool finite_products = std::isfinite(plan.global_scale * 448.0f);
   float mult[kCols][kMultSize];
   for (int64_t c0 = 0; c0 < k; c0 += chunk) {
     const int64_t c1 = c0 + chunk < k ? c0 + chunk : k;
+    const int64_t whole = (c1 - c0) / (8 * lanes) * (8 * lanes);  // the chunk's full groups
+    bool inline_scales = HWY_TARGET != HWY_SCALAR && finite_products && c1 - c0 == whole;
+    for (int q = 0; q < kCols && inline_scales; ++q) {
+      inline_scales = ValidUe4m3(scale_rows[q] + c0 / 16, (c1 - c0) / 16);
+    }
+    if (HWY_LIKELY(inline_scales)) {  // folded, the same scale products as ScaleRow's
+      Nvfp4Chunk<true, true>(rows, c0, c1, plan.row_bytes, mult, scale_rows, plan.global_scale, next, a);
+      continue;
+    }
     bool folded = true;
     for (int q = 0; q < kCols; ++q) {
       folded &= ScaleRow<QuantFormat::Nvfp4>(plan, j0 + q, c0 / 16, (c1 - c0) / 16, mult[q]);
     }
     if (HWY_LIKELY(folded)) {
-      Nvfp4Chunk<true>(rows, c0, c1, plan.row_bytes, mult, next, a);
+      Nvfp4Chunk<true, false>(rows, c0, c1, plan.row_bytes, mult, scale_rows, plan.global_scale, next, a);
     } else {
-      Nvfp4Chunk<false>(rows, c0, c1, plan.row_bytes, mult, next, a);
+      Nvfp4Chunk<false, false>(rows, c0, c1, plan.row_bytes, mult, scale_rows, plan.global_scale, next, a);
     }
   }
 }

@@ -358,6 +358,40 @@ TEST_P(QuantLinearTest, NanFreeHintGivesTheSameBits) {
   }
 }
 
+// NVFP4 chunks decode their scales inline when every code is valid and g * 448 is finite, and from
+// the exact per-chunk table otherwise: a huge global scale (g * 448 overflows, the products used do
+// not) must still match the reference, and an invalid ue4m3 code (0x7F, or the sign bit) must make
+// its row NaN and leave every other row's bits alone.
+TEST_P(QuantLinearTest, Nvfp4ScaleEdgeCases) {
+  const int64_t n = 19, k = 4096 + 64;
+  QWeight big = MakeWeight(Fmt::Nvfp4, n, k, 1, 16, 31);
+  big.g = 1e36f;
+  for (uint8_t& c : big.uscales) c = uint8_t(c % 0x30);  // values <= 0.875 * 2^-2: products finite
+  ASSERT_TRUE(ref::dequantize_nvfp4(big.data.data(), n, k, big.uscales.data(), big.g, big.dequant.data()).is_ok());
+  for (int64_t m : {1, 3}) CheckCase(big, m, 32);
+
+  const QWeight clean = MakeWeight(Fmt::Nvfp4, n, k, 1, 16, 33);
+  QWeight bad = clean;
+  bad.uscales[size_t(5 * (k / 16) + 7)] = 0x7F;
+  bad.uscales[size_t(9 * (k / 16) + k / 16 - 1)] = 0x80;
+  for (int64_t m : {1, 2, 5}) {
+    const std::vector<float> x = MakeX(m, k, 34);
+    std::vector<float> yc(size_t(m * n)), yb(yc.size());
+    ASSERT_TRUE(RunCpu(clean, x.data(), m, nullptr, yc.data(), 1).is_ok());
+    ASSERT_TRUE(RunCpu(bad, x.data(), m, nullptr, yb.data(), 2).is_ok());
+    for (int64_t i = 0; i < m; ++i) {
+      for (int64_t j = 0; j < n; ++j) {
+        const float a = yb[size_t(i * n + j)], e = yc[size_t(i * n + j)];
+        if (j == 5 || j == 9) {
+          EXPECT_TRUE(std::isnan(a)) << "m=" << m << " row " << i << " col " << j << ": " << a;
+        } else {
+          EXPECT_EQ(std::memcmp(&a, &e, 4), 0) << "m=" << m << " row " << i << " col " << j << ": " << a << " vs " << e;
+        }
+      }
+    }
+  }
+}
+
 TEST_P(QuantLinearTest, ScalesThatDoNotFold) {
   const int64_t n = 23, k = 4096 + 64;
   {  // FP8 [8, 128] blocks: 300 and 1e30 overflow scale * 2^120; Inf makes its rows NaN.
