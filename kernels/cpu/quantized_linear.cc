@@ -587,7 +587,6 @@ HWY_INLINE void Nvfp4Group(hn::Vec<DU>* v, const VF* s, int64_t e, Accum<kRows, 
   }
 }
 
-// The full groups [e, end) and the last, partial one of a chunk starting at c0.
 // Whether all `count` ue4m3 codes at p are valid (<= 0x7E: 0x7F and the sign bit are invalid).
 HWY_INLINE bool ValidUe4m3(const uint8_t* p, int64_t count) {
 #if HWY_TARGET == HWY_SCALAR
@@ -619,8 +618,9 @@ HWY_INLINE VF Nvfp4GroupScales(const uint8_t* p, VF g, Idx dup) {
 }
 #endif
 
-// kInline (folded chunks of SIMD targets): scales decoded per group from scale_rows[q] + e / 16
-// (no mult table); else from mult.
+// The full groups of chunk [c0, c1) and its last, partial one. kInline (folded chunks of whole
+// groups, SIMD targets): scales decoded per group from scale_rows[q] + e / 16, no mult table; else
+// from mult.
 template <bool kFolded, bool kInline, int kRows, int kCols>
 HWY_NOINLINE void Nvfp4Chunk(const uint8_t* const* rows, int64_t c0, int64_t c1, int64_t row_bytes,
                              const float (*mult)[kMultSize], const uint8_t* const* scale_rows,
@@ -638,7 +638,7 @@ HWY_NOINLINE void Nvfp4Chunk(const uint8_t* const* rows, int64_t c0, int64_t c1,
   for (int64_t l = 0; l < lanes; ++l) dup_u32[l] = static_cast<uint32_t>(l / 2);
   const auto dup_u = hn::SetTableIndices(DU(), dup_u32);
   const VF g = hn::Set(d, global_scale);
-  (void)dup_u;
+  (void)dup_u;  // unused on SCALAR
   (void)g;
   auto scales = [&](int q, int64_t e) {
 #if HWY_TARGET != HWY_SCALAR
