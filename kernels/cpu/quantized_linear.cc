@@ -296,7 +296,7 @@ HWY_INLINE void FoldRow(float* out, int64_t count) {
 // ---------------------------------------------------------------- e4m3 rows (FP8, MXFP8, W8A8)
 
 // Whether any code in [begin, end) of the kCols rows is an e4m3 NaN (0x7F / 0xFF). Run once per
-// chunk unless the caller promised NaN-free codes (plan.nan_free: bind scans each constant once).
+// row group unless the caller promised NaN-free codes (plan.nan_free: bind scans each constant once).
 template <int kCols>
 HWY_INLINE bool AnyNanCode(const uint8_t* const* rows, int64_t begin, int64_t end) {
 #if HWY_TARGET == HWY_SCALAR
@@ -326,12 +326,12 @@ HWY_INLINE bool AnyNanCode(const uint8_t* const* rows, int64_t begin, int64_t en
 #endif
 }
 
-// Whether chunk [c0, c1) of the aligned group of 4 weight rows around j0 holds a NaN code.
-HWY_INLINE bool GroupHasNanCode(const QuantPlan& plan, int64_t j0, int64_t c0, int64_t c1) {
+// Whether the aligned group of 4 weight rows around j0 holds a NaN code.
+HWY_INLINE bool GroupHasNanCode(const QuantPlan& plan, int64_t j0) {
   const int64_t g0 = j0 / 4 * 4, g1 = g0 + 4 < plan.n ? g0 + 4 : plan.n;
   const uint8_t* rows[4];
   for (int q = 0; q < 4; ++q) rows[q] = plan.w + (g0 + q < g1 ? g0 + q : g1 - 1) * plan.row_bytes;
-  return AnyNanCode<4>(rows, c0, c1);
+  return AnyNanCode<4>(rows, 0, plan.k);
 }
 
 // Streams of kCols rows that each cover one 4 KiB page or so get little from the hardware
@@ -448,7 +448,7 @@ EMBER_QL_WALKER void E4m3Rows(const QuantPlan& plan, int64_t j0, bool prefetch_n
   // Rows with a NaN code take the pre-scaled path below for all chunks (exact: NaN where the
   // reference is NaN); like the fold, decided for the aligned group of 4 weight rows around j0,
   // never for this walker's kCols rows.
-  const bool nan = !plan.nan_free && GroupHasNanCode(plan, j0, 0, k);
+  const bool nan = !plan.nan_free && GroupHasNanCode(plan, j0);
   float mult[kCols][kMultSize];
   bool folded = true;
   VF s[kCols];
@@ -613,8 +613,8 @@ HWY_INLINE VF Nvfp4GroupScales(const uint8_t* p, VF g, Idx dup) {
   const DF d;
   const hn::Half<DU> dh;
   const auto codes = hn::PromoteTo(dh, hn::LoadU(hn::Rebind<uint8_t, decltype(dh)>(), p));
-  const auto lanes = hn::TableLookupLanes(hn::ZeroExtendVector(DU(), codes), dup);
-  return hn::Mul(g, hn::Mul(hn::BitCast(d, hn::ShiftLeft<20>(lanes)), hn::Set(d, 0x1p120f)));
+  const VF raw = hn::BitCast(d, hn::ShiftLeft<20>(hn::ZeroExtendVector(DU(), codes)));
+  return hn::Mul(g, hn::Mul(hn::TableLookupLanes(raw, dup), hn::Set(d, 0x1p120f)));
 }
 #endif
 
@@ -634,17 +634,11 @@ HWY_NOINLINE void Nvfp4Chunk(const uint8_t* const* rows, int64_t c0, int64_t c1,
   HWY_ALIGN int32_t dup_index[HWY_MAX_BYTES / 4];
   for (int64_t l = 0; l < lanes; ++l) dup_index[l] = static_cast<int32_t>(l / 2);
   const auto dup = hn::SetTableIndices(d, dup_index);
-  HWY_ALIGN uint32_t dup_u32[HWY_MAX_BYTES / 4];
-  for (int64_t l = 0; l < lanes; ++l) dup_u32[l] = static_cast<uint32_t>(l / 2);
-  const auto dup_u = hn::SetTableIndices(DU(), dup_u32);
-  const VF g = hn::Set(d, global_scale);
-  (void)dup_u;  // unused on SCALAR
-  (void)g;
   auto scales = [&](int q, int64_t e) {
 #if HWY_TARGET != HWY_SCALAR
-    if constexpr (kInline) return Nvfp4GroupScales(scale_rows[q] + e / 16, g, dup_u);
+    if constexpr (kInline) return Nvfp4GroupScales(scale_rows[q] + e / 16, hn::Set(d, global_scale), dup);
 #endif
-    (void)scale_rows;
+    (void)scale_rows;  // SCALAR: never inline
     (void)global_scale;
     return hn::TableLookupLanes(hn::LoadU(d, mult[q] + (e - c0) / 16), dup);
   };
