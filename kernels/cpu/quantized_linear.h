@@ -8,7 +8,8 @@
 // relative L2 <= 1e-5). x is prepared per call into the scratch (permuted to the decoder's element
 // order, and for e4m3 formats scaled by a power of two so the raw-code products stay normal).
 // - FP8 codes are decoded with a bit trick (f32 bits sign << 31 | magnitude << 20 read as
-//   value · 2^-120), E2M1 through a 16-entry table (vpermps on AVX-512, a gather elsewhere), bf16
+//   value · 2^-120), E2M1 through a 16-entry table (on AVX-512 vpermps for nibbles in bits 0..3
+//   of a lane and a zero-masked vpermw of bf16 bits for bits 16..19; a gather elsewhere), bf16
 //   by shifts; the SCALAR target uses a 256-entry f32 table for e4m3.
 // - m <= kQuantGemvMaxRows: GEMV, each weight byte read from memory once per call.
 // - m > kQuantGemvMaxRows: the same micro-kernel over groups of 4 rows of x per unit of 16 weight
