@@ -29,7 +29,8 @@ inline void parallel_for(ThreadPool* pool, size_t count, ThreadPool::TaskFn fn, 
 // A parallel_for called from inside a task runs inline on the calling thread.
 //
 // Ember's own fixed pool: `thread_count - 1` worker threads started in create(), joined in the
-// destructor. Workers wait on a condition variable between calls (no spinning when idle).
+// destructor. Between calls a worker spins for up to 100 us, then waits on a condition variable
+// (an idle pool sleeps); the caller spins as long for the workers before it blocks.
 class FixedThreadPool final : public ThreadPool {
  public:
   static constexpr size_t kMaxThreads = 64;
