@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Sets everything up, builds and runs the whole test suite: the GoogleTest suites and tool tests
 # through ctest, the suite again under ASan+UBSan (error paths: corrupted, truncated and hostile
-# programs, bad inputs), and 60 seconds of libFuzzer on load + load_method + execute.
+# programs, bad inputs), the thread pool's stress tests under TSan, and 60 seconds of libFuzzer on load + load_method + execute.
 # Exits non-zero on the first failure.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -16,6 +16,11 @@ echo "== the suite under ASan + UBSan"
 cmake --preset asan >/dev/null
 cmake --build --preset asan
 ctest --preset asan
+
+echo "== the thread pool's stress tests under ThreadSanitizer"
+cmake --preset tsan >/dev/null
+cmake --build --preset tsan
+ctest --preset tsan
 
 echo "== libFuzzer: 60 s on load + load_method + execute (clang, ASan + UBSan)"
 cmake --preset fuzz >/dev/null

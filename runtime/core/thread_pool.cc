@@ -31,6 +31,15 @@ inline void cpu_relax() {
 #endif
 }
 
+// EMBER_THREAD_POOL_STRESS is defined only by a test build (tests/runtime/core): it sleeps at each
+// hand-off point so that interleavings a loaded machine produces once in thousands of runs happen
+// on every call there. Release and library builds compile it away.
+inline void stress_pause() {
+#ifdef EMBER_THREAD_POOL_STRESS
+  std::this_thread::sleep_for(std::chrono::microseconds(20));
+#endif
+}
+
 // Whether pred() became true within kSpin.
 template <class Pred>
 bool spin_until(Pred pred) {
@@ -60,7 +69,7 @@ struct FixedThreadPool::State {
   size_t count = 0;
   std::atomic<size_t> next{0};
   std::atomic<size_t> finished{0};
-  std::atomic<size_t> busy_workers{0};  // written under `mutex`
+  std::atomic<size_t> busy_workers{0};  // changed under `mutex`; read without it while spinning
   size_t worker_count = 0;
   std::thread workers[kMaxThreads];
 
@@ -75,7 +84,7 @@ struct FixedThreadPool::State {
       t_in_task = false;
       ++completed;
     }
-    if (completed) finished.fetch_add(completed, std::memory_order_acq_rel);
+    if (completed) finished.fetch_add(completed, std::memory_order_seq_cst);  // see worker_main
   }
 };
 
@@ -113,19 +122,31 @@ void FixedThreadPool::worker_main(State* s) {
       s->wake.wait(lock, called);
       if (s->stopping.load(std::memory_order_relaxed)) return;
       seen = s->generation.load(std::memory_order_relaxed);
+      stress_pause();
       // A worker that wakes after this call's tasks are all done must not join it: the caller may
       // already have returned (fn/arg dangle), and the next call resets `next`/`finished`, so a late
       // joiner would run the old fn on the new call's indices and over-count `finished` (hang).
-      if (s->finished.load(std::memory_order_acquire) >= s->count) continue;
+      // The worker registers in busy_workers *before* it reads `finished`, both seq_cst, because
+      // the caller reads them lock-free in the opposite order (finished, then busy_workers): either
+      // this load sees the last task's increment (and the worker backs off), or the caller's load
+      // of busy_workers sees this registration (and waits). Checking first and registering after
+      // let the caller return in between; the worker then ran the old fn with the next call's
+      // indices (heap-use-after-free under ASan, session 7).
+      s->busy_workers.fetch_add(1, std::memory_order_seq_cst);
+      stress_pause();
+      if (s->finished.load(std::memory_order_seq_cst) >= s->count) {
+        s->busy_workers.fetch_sub(1, std::memory_order_seq_cst);
+        continue;
+      }
       fn = s->fn;
       arg = s->arg;
       count = s->count;
-      s->busy_workers.fetch_add(1, std::memory_order_relaxed);  // the caller waits for it to drop back
     }
     s->run_tasks(fn, arg, count);
+    stress_pause();
     {
       std::lock_guard<std::mutex> lock(s->mutex);
-      s->busy_workers.fetch_sub(1, std::memory_order_release);
+      s->busy_workers.fetch_sub(1, std::memory_order_seq_cst);
     }
     s->done.notify_all();
   }
@@ -149,11 +170,12 @@ void FixedThreadPool::parallel_for(size_t count, TaskFn fn, void* arg) {
     s->generation.fetch_add(1, std::memory_order_release);
   }
   s->wake.notify_all();
+  stress_pause();
   s->run_tasks(fn, arg, count);
   // Wait until every task ran and no worker is still inside run_tasks() for this generation.
   auto all_done = [&] {
-    return s->finished.load(std::memory_order_acquire) == count &&
-           s->busy_workers.load(std::memory_order_acquire) == 0;
+    return s->finished.load(std::memory_order_seq_cst) == count &&  // this order: see worker_main
+           s->busy_workers.load(std::memory_order_seq_cst) == 0;
   };
   if (spin_until(all_done)) return;
   std::unique_lock<std::mutex> lock(s->mutex);
