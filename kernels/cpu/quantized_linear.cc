@@ -668,6 +668,17 @@ HWY_INLINE void Nvfp4PairScales(const uint8_t* p, VF g, Idx dup0, Idx dup1, VF& 
 }
 #endif
 
+// i / 2 for i in [0, 2 L): the block of each lane of a group (and of the next group).
+struct HalfIndexTable {
+  int32_t v[2 * HWY_MAX_BYTES / 4];
+};
+constexpr HalfIndexTable MakeHalfIndexTable() {
+  HalfIndexTable t{};
+  for (int i = 0; i < 2 * HWY_MAX_BYTES / 4; ++i) t.v[i] = i / 2;
+  return t;
+}
+alignas(64) constexpr HalfIndexTable kHalfIndex = MakeHalfIndexTable();
+
 // The full groups of chunk [c0, c1) and its last, partial one. kInline (folded chunks of whole
 // groups, SIMD targets): scales decoded per group from scale_rows[q] + e / 16, no mult table; else
 // from mult.
@@ -680,10 +691,9 @@ HWY_NOINLINE void Nvfp4Chunk(const uint8_t* const* rows, int64_t c0, int64_t c1,
   const DF d;
   const int64_t lanes = static_cast<int64_t>(hn::Lanes(d));
   const int64_t group = 8 * lanes;
-  // Lane l of a group covers elements 8l .. 8l + 7: the group's block l / 2.
-  HWY_ALIGN int32_t dup_index[HWY_MAX_BYTES / 4];
-  for (int64_t l = 0; l < lanes; ++l) dup_index[l] = static_cast<int32_t>(l / 2);
-  const auto dup = hn::SetTableIndices(d, dup_index);
+  // Lane l of a group covers elements 8l .. 8l + 7: the group's block l / 2 (of the next group's
+  // blocks, lanes / 2 + l / 2).
+  const auto dup = hn::SetTableIndices(d, kHalfIndex.v);
   auto scales = [&](int q, int64_t e) {
 #if HWY_TARGET != HWY_SCALAR
     if constexpr (kInline) return Nvfp4GroupScales(scale_rows[q] + e / 16, hn::Set(d, global_scale), dup);
@@ -697,9 +707,7 @@ HWY_NOINLINE void Nvfp4Chunk(const uint8_t* const* rows, int64_t c0, int64_t c1,
   int64_t e = c0;
 #if HWY_TARGET != HWY_SCALAR
   if constexpr (kInline) {  // two groups per step (Nvfp4PairScales)
-    HWY_ALIGN int32_t dup1_index[HWY_MAX_BYTES / 4];
-    for (int64_t l = 0; l < lanes; ++l) dup1_index[l] = static_cast<int32_t>(lanes / 2 + l / 2);
-    const auto dup1 = hn::SetTableIndices(d, dup1_index);
+    const auto dup1 = hn::SetTableIndices(d, kHalfIndex.v + lanes);
     const VF g = hn::Set(d, global_scale);
     hn::Vec<DU> v1[kCols];
     VF s1[kCols];
