@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Sets everything up, builds and runs the whole test suite: the GoogleTest suites and tool tests
 # through ctest, the suite again under ASan+UBSan (error paths: corrupted, truncated and hostile
-# programs, bad inputs), the thread pool's stress tests under TSan, and 60 seconds of libFuzzer on load + load_method + execute.
+# programs, bad inputs), the thread pool's stress tests under TSan, and 60 seconds of libFuzzer on
+# load + load_method + execute.
 # Exits non-zero on the first failure.
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -354,8 +354,9 @@ HWY_INLINE bool GroupHasNanCode(const QuantPlan& plan, int64_t j0) {
 
 // Streams of kCols rows that each cover one 4 KiB page or so get little from the hardware
 // prefetchers, so the walker prefetches kCols rows further on (`next`: the first of them, at
-// least kPrefetchBytes ahead, see RowGroup) at the byte offset it reads, spread over the steps (measured on fp8 per channel from DRAM, 1 thread: 21 GiB/s, against 11 without
-// software prefetch and 14 with one burst per chunk).
+// least kPrefetchBytes ahead, see RowGroup) at the byte offset it reads, spread over the steps
+// (measured on fp8 per channel from DRAM, 1 thread: 21 GiB/s, against 11 without software
+// prefetch and 14 with one burst per chunk).
 template <int kCols>
 HWY_INLINE void PrefetchNext(const uint8_t* next, int64_t row_bytes, int64_t offset) {
   for (int q = 0; q < kCols; ++q) __builtin_prefetch(next + q * row_bytes + offset);
@@ -445,7 +446,8 @@ HWY_INLINE void E4m3BlocksFor(const uint8_t* const* rows, int64_t e, int64_t nb,
 
 // The rows j0 .. j0 + kCols of an e4m3 weight into acc (see the file comment).
 template <QuantFormat F, int kRows, int kCols>
-EMBER_QL_WALKER void E4m3Rows(const QuantPlan& plan, int64_t j0, int64_t prefetch_ahead, Accum<kRows, kCols>& a) {
+EMBER_QL_WALKER void E4m3Rows(const QuantPlan& plan, int64_t j0, int64_t prefetch_ahead,
+                              Accum<kRows, kCols>& a) {
   const DF d;
   const int64_t lanes = static_cast<int64_t>(hn::Lanes(d));
   const int64_t k = plan.k, k_full = k / lanes * lanes;
@@ -662,7 +664,8 @@ template <class Idx>
 HWY_INLINE void Nvfp4PairScales(const uint8_t* p, VF g, Idx dup0, Idx dup1, VF& s0, VF& s1) {
   const DF d;
   const auto codes = hn::PromoteTo(DU(), hn::LoadU(hn::Rebind<uint8_t, DU>(), p));
-  const VF values = hn::Mul(g, hn::Mul(hn::BitCast(d, hn::ShiftLeft<20>(codes)), hn::Set(d, 0x1p120f)));
+  const VF raw = hn::BitCast(d, hn::ShiftLeft<20>(codes));
+  const VF values = hn::Mul(g, hn::Mul(raw, hn::Set(d, 0x1p120f)));
   s0 = hn::TableLookupLanes(values, dup0);
   s1 = hn::TableLookupLanes(values, dup1);
 }
@@ -713,7 +716,9 @@ HWY_NOINLINE void Nvfp4Chunk(const uint8_t* const* rows, int64_t c0, int64_t c1,
     VF s1[kCols];
     for (; e + 2 * group <= c1; e += 2 * group) {
       if (next != nullptr) {  // the 64-byte lines that start in the two groups' bytes
-        for (int64_t b = (e / 2 + 63) / 64 * 64; b < e / 2 + group; b += 64) PrefetchNext<kCols>(next, row_bytes, b);
+        for (int64_t b = (e / 2 + 63) / 64 * 64; b < e / 2 + group; b += 64) {
+          PrefetchNext<kCols>(next, row_bytes, b);
+        }
       }
       for (int q = 0; q < kCols; ++q) {
         v[q] = LoadGroup(rows[q], e / 2);
@@ -744,7 +749,8 @@ HWY_NOINLINE void Nvfp4Chunk(const uint8_t* const* rows, int64_t c0, int64_t c1,
 }
 
 template <int kRows, int kCols>
-HWY_INLINE void Nvfp4Rows(const QuantPlan& plan, int64_t j0, int64_t prefetch_ahead, Accum<kRows, kCols>& a) {
+HWY_INLINE void Nvfp4Rows(const QuantPlan& plan, int64_t j0, int64_t prefetch_ahead,
+                          Accum<kRows, kCols>& a) {
   const DF d;
   const int64_t lanes = static_cast<int64_t>(hn::Lanes(d));
   const int64_t k = plan.k;
@@ -793,7 +799,8 @@ HWY_INLINE void Nvfp4Rows(const QuantPlan& plan, int64_t j0, int64_t prefetch_ah
 }
 
 template <int kRows, int kCols>
-EMBER_QL_WALKER void Bf16Rows(const QuantPlan& plan, int64_t j0, int64_t prefetch_ahead, Accum<kRows, kCols>& a) {
+EMBER_QL_WALKER void Bf16Rows(const QuantPlan& plan, int64_t j0, int64_t prefetch_ahead,
+                              Accum<kRows, kCols>& a) {
   const DF d;
   const int64_t lanes = static_cast<int64_t>(hn::Lanes(d));
   const int64_t group = 2 * lanes, k = plan.k;
@@ -880,7 +887,8 @@ HWY_INLINE void RowGroup(const QuantPlan& plan, int64_t i0, int64_t j_begin, int
   VF sums[kRows][cpu_detail::kUnitRows];
   int64_t j = j_begin;
   const int64_t group_bytes = kC * plan.row_bytes;
-  const int64_t ahead_rows = kC * std::max<int64_t>(1, (kPrefetchBytes + group_bytes - 1) / group_bytes);
+  const int64_t ahead_rows =
+      kC * std::max<int64_t>(1, (kPrefetchBytes + group_bytes - 1) / group_bytes);
   for (; j + kC <= j_end; j += kC) {
     const bool pf = prefetch && j + kC + ahead_rows <= plan.n;
     Micro<F, kRows, kC>(plan, i0, j, pf ? ahead_rows * plan.row_bytes : 0, sums, j_begin);
