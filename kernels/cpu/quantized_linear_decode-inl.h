@@ -1,0 +1,174 @@
+// Per-target pieces of kernels/cpu/quantized_linear.cc: the type aliases and fixed powers of two,
+// the e4m3 / e2m1 decoders and the accumulator block (Accum) that every row walker uses. Included
+// once per Highway target by quantized_linear.cc, after kernels/cpu/quantized_linear_plan.h.
+#if defined(EMBER_KERNELS_CPU_QUANTIZED_LINEAR_DECODE_INL_H_) == defined(HWY_TARGET_TOGGLE)
+#ifdef EMBER_KERNELS_CPU_QUANTIZED_LINEAR_DECODE_INL_H_
+#undef EMBER_KERNELS_CPU_QUANTIZED_LINEAR_DECODE_INL_H_
+#else
+#define EMBER_KERNELS_CPU_QUANTIZED_LINEAR_DECODE_INL_H_
+#endif
+
+#include <cstdint>
+
+#include "hwy/highway.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace ember::kernels::HWY_NAMESPACE {
+namespace hn = hwy::HWY_NAMESPACE;
+using cpu_detail::QuantFormat;
+using cpu_detail::QuantPlan;
+using DF = hn::ScalableTag<float>;
+using VF = hn::Vec<DF>;
+using DU = hn::RebindToUnsigned<DF>;
+using DI = hn::RebindToSigned<DF>;
+
+static_assert(8 * HWY_MAX_BYTES / 4 <= cpu_detail::kMaxGroup, "an NVFP4 group must fit kMaxGroup");
+
+// Powers of two of the e4m3 path: raw = value * 2^kRawExp, folded scale = s * 2^kFoldExp, x' =
+// x * 2^c with max|x'| in [2^(kXExp - 1), 2^kXExp). The SCALAR target reads exact values from a
+// table and needs none of it.
+#if HWY_TARGET == HWY_SCALAR
+constexpr int kRawExp = 0, kFoldExp = 0, kXExp = 0;
+#else
+constexpr int kRawExp = -120, kFoldExp = 90, kXExp = 31;
+#endif
+constexpr float kFold = kFoldExp == 0 ? 1.0f : 0x1p90f;
+constexpr float kUnraw = kRawExp == 0 ? 1.0f : 0x1p120f;      // raw -> value
+constexpr float kPrescale = kRawExp == 0 ? 1.0f : 0x1p-30f;   // 2^(kRawExp + kFoldExp)
+constexpr float kFoldLimit = 0x1p38f;  // |s| below this folds exactly and keeps s * 2^90 finite
+
+template <QuantFormat F>
+constexpr bool IsE4m3() {
+  return F == QuantFormat::Fp8 || F == QuantFormat::Mxfp8;
+}
+
+HWY_INLINE VF QuietNan(DF d) { return hn::BitCast(d, hn::Set(DI(), 0x7FC00000)); }
+
+// ---------------------------------------------------------------- decoders
+
+// e4m3 codes p[0, L) -> value * 2^kRawExp per lane. kFixNan: codes 0x7F / 0xFF give NaN (otherwise
+// they give 480 * 2^-120 and the caller must know there are none).
+template <bool kFixNan>
+HWY_INLINE VF RawE4m3(const uint8_t* p) {
+  const DF d;
+#if HWY_TARGET == HWY_SCALAR
+  return hn::Set(d, cpu_detail::e4m3fn_table()[p[0]]);
+#else
+  const DI di;
+  const hn::Rebind<int8_t, DF> d8;
+  const auto v = hn::PromoteTo(di, hn::LoadU(d8, reinterpret_cast<const int8_t*>(p)));
+  // Sign-extended: bits 31..27 hold the sign; keep bit 31 and the magnitude at 26..20.
+  const VF raw = hn::BitCast(d, hn::And(hn::ShiftLeft<20>(v), hn::Set(di, int32_t(0x87F00000u))));
+  if constexpr (!kFixNan) return raw;
+  const auto mag = hn::And(v, hn::Set(di, 0x7F));
+  return hn::IfThenElse(hn::RebindMask(d, hn::Eq(mag, hn::Set(di, 0x7F))), QuietNan(d), raw);
+#endif
+}
+
+// The e2m1 values of the low nibble of every lane (higher bits ignored).
+HWY_INLINE VF E2m1Low(hn::Vec<DU> v) {
+  const DF d;
+  alignas(64) static constexpr float kValues[16] = {0.0f,  0.5f,  1.0f,  1.5f,  2.0f,  3.0f,  4.0f,  6.0f,
+                                                   -0.0f, -0.5f, -1.0f, -1.5f, -2.0f, -3.0f, -4.0f, -6.0f};
+#if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3
+  // vpermps reads the low 4 bits of each index.
+  return VF{_mm512_permutexvar_ps(v.raw, hn::Load(d, kValues).raw)};
+#else
+  const auto idx = hn::BitCast(DI(), hn::And(v, hn::Set(DU(), 0xFu)));
+  return hn::GatherIndex(d, kValues, idx);
+#endif
+}
+
+#if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3
+// The e2m1 values of bits 16..19 of every lane: vpermw looks up the upper u16 half of each lane in
+// a table of the values' bf16 bits (exact: e2m1 values have 2 significant bits) and zero-masks
+// the lower half, so the lane is the f32 value. With E2m1Low, one shifted group gives two planes.
+HWY_INLINE VF E2m1High(hn::Vec<DU> v) {
+  alignas(64) static constexpr uint16_t kBf16[32] = {
+      0x0000, 0x3F00, 0x3F80, 0x3FC0, 0x4000, 0x4040, 0x4080, 0x40C0,   // 0 .. 6
+      0x8000, 0xBF00, 0xBF80, 0xBFC0, 0xC000, 0xC040, 0xC080, 0xC0C0,   // -0 .. -6
+      0x0000, 0x3F00, 0x3F80, 0x3FC0, 0x4000, 0x4040, 0x4080, 0x40C0,   // vpermw reads 5 bits:
+      0x8000, 0xBF00, 0xBF80, 0xBFC0, 0xC000, 0xC040, 0xC080, 0xC0C0};  // bit 20 is ignored here
+  const __m512i table = _mm512_load_si512(reinterpret_cast<const void*>(kBf16));
+  return VF{_mm512_castsi512_ps(_mm512_maskz_permutexvar_epi16(0xAAAAAAAAu, v.raw, table))};
+}
+#endif
+
+// ---------------------------------------------------------------- accumulation
+
+// kRows x kCols outputs: acc and the block partial sums p, lane-wise.
+template <int kRows, int kCols>
+struct Accum {
+  VF acc[kRows][kCols];
+  VF acc2[kRows][kCols];  // NVFP4: the odd planes' accumulator (Flush4), added to acc at the end
+  VF p[kRows][kCols];
+  // NVFP4: planes n % 4 = 1, 2, 3 go to p2, p3, p4 (four chains hide the FMA latency: with two,
+  // a group of 8 planes waited ~16 cycles on them).
+  VF p2[kRows][kCols], p3[kRows][kCols], p4[kRows][kCols];
+  const float* x;  // prepared row 0; row r at x + r * kp
+  int64_t kp;
+
+  HWY_INLINE void Init(const float* rows, int64_t stride) {
+    const DF d;
+    x = rows;
+    kp = stride;
+    for (int r = 0; r < kRows; ++r) {
+      for (int q = 0; q < kCols; ++q) {
+        acc[r][q] = acc2[r][q] = p[r][q] = p2[r][q] = p3[r][q] = p4[r][q] = hn::Zero(d);
+      }
+    }
+  }
+  // The parts the e4m3 and bf16 walkers use (x, acc, p), copied between an Accum and a local one.
+  HWY_INLINE void CopyMainFrom(const Accum& o) {
+    x = o.x;
+    kp = o.kp;
+    for (int r = 0; r < kRows; ++r) {
+      for (int q = 0; q < kCols; ++q) {
+        acc[r][q] = o.acc[r][q];
+        p[r][q] = o.p[r][q];
+      }
+    }
+  }
+  // What the NVFP4 walker carries from group to group (x, acc, acc2; p .. p4 restart per group).
+  HWY_INLINE void CopyNvfp4From(const Accum& o) {
+    x = o.x;
+    kp = o.kp;
+    for (int r = 0; r < kRows; ++r) {
+      for (int q = 0; q < kCols; ++q) {
+        acc[r][q] = o.acc[r][q];
+        acc2[r][q] = o.acc2[r][q];
+      }
+    }
+  }
+  // chain (p, p2, p3, p4)[kChain] = x'[e, e + L) * w (kFirst: the chain's first step) or += it,
+  // for each row of x and each weight row. x' rows are 64-byte aligned and e is a multiple of L.
+  template <bool kFirst, int kChain = 0>
+  HWY_INLINE void Step(int64_t e, const VF* w) {
+    const DF d;
+    VF (&c)[kRows][kCols] = kChain == 0 ? p : (kChain == 1 ? p2 : (kChain == 2 ? p3 : p4));
+    for (int r = 0; r < kRows; ++r) {
+      const VF xv = hn::Load(d, x + r * kp + e);
+      for (int q = 0; q < kCols; ++q) c[r][q] = kFirst ? hn::Mul(xv, w[q]) : hn::MulAdd(xv, w[q], c[r][q]);
+    }
+  }
+  // acc = (p + p3) * s + acc, acc2 = (p2 + p4) * s + acc2 (two independent accumulator chains).
+  HWY_INLINE void Flush4(const VF* s) {
+    for (int r = 0; r < kRows; ++r) {
+      for (int q = 0; q < kCols; ++q) {
+        acc[r][q] = hn::MulAdd(hn::Add(p[r][q], p3[r][q]), s[q], acc[r][q]);
+        acc2[r][q] = hn::MulAdd(hn::Add(p2[r][q], p4[r][q]), s[q], acc2[r][q]);
+      }
+    }
+  }
+  // acc += p * s (s per weight row); the next Step must be a first one.
+  HWY_INLINE void Flush(const VF* s) {
+    for (int r = 0; r < kRows; ++r) {
+      for (int q = 0; q < kCols; ++q) acc[r][q] = hn::MulAdd(p[r][q], s[q], acc[r][q]);
+    }
+  }
+};
+
+}  // namespace ember::kernels::HWY_NAMESPACE
+HWY_AFTER_NAMESPACE();
+
+#endif  // per-target include guard
