@@ -607,8 +607,13 @@ HWY_NOINLINE void Nvfp4Chunk(const uint8_t* const* rows, int64_t c0, int64_t c1,
     VF s1[kCols];
     for (; e + 2 * group <= c1; e += 2 * group) {
       if (next != nullptr) {  // the 64-byte lines that start in the two groups' bytes
-        for (int64_t b = (e / 2 + 63) / 64 * 64; b < e / 2 + group; b += 64) {
-          PrefetchNext<kCols>(next, row_bytes, b);
+        if (HWY_LIKELY(group == 128 && (e / 2) % 64 == 0)) {  // AVX-512, aligned rows: two lines
+          PrefetchNext<kCols>(next, row_bytes, e / 2);
+          PrefetchNext<kCols>(next, row_bytes, e / 2 + 64);
+        } else {
+          for (int64_t b = (e / 2 + 63) / 64 * 64; b < e / 2 + group; b += 64) {
+            PrefetchNext<kCols>(next, row_bytes, b);
+          }
         }
       }
       for (int q = 0; q < kCols; ++q) {
