@@ -83,7 +83,8 @@ CONFIG = {
 }
 TOKENIZER_SRC = os.path.join(REPO, "build-ox", "llm_checkpoints", "qwen2_bf16")
 EXPORT_FLAGS = ["--max-seqs", "8", "--max-tokens", "256", "--max-context", "512"]
-FORMATS = {"bf16": [], "fp8": ["--quantize", "fp8"], "nvfp4": ["--quantize", "nvfp4"]}
+FORMATS = {"bf16": [], "fp8": ["--quantize", "fp8"], "mxfp8": ["--quantize", "mxfp8"],
+           "nvfp4": ["--quantize", "nvfp4"]}
 PROMPT_TOKENS = 32
 WORDS = ("the quick brown fox jumps over a lazy dog while seven small birds sing about rivers "
          "mountains clouds and the long history of ancient cities built near the sea").split()
@@ -171,6 +172,8 @@ def linear_bytes(n, k, fmt):
         return n * k * 2
     if fmt == "fp8":
         return n * k + n * 4
+    if fmt == "mxfp8":
+        return n * k + n * k // 32
     if fmt == "nvfp4":
         return n * k // 2 + n * k // 16 + 4
     raise ValueError(fmt)

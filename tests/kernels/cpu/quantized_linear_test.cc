@@ -239,7 +239,8 @@ TEST_P(QuantLinearTest, Fp8Blocks) {
 }
 
 TEST_P(QuantLinearTest, MxNvBf16) {
-  for (int64_t k : {16, 32, 48, 4096 + 32}) {
+  // 896 (a whole number of 128-element groups, at most 2048): NVFP4's one-call-per-unit walker.
+  for (int64_t k : {16, 32, 48, 896, 4096 + 32}) {
     const int64_t n = k > 64 ? 19 : 37;
     for (Fmt f : {Fmt::Mxfp8, Fmt::Nvfp4, Fmt::Bf16}) {
       if (f == Fmt::Mxfp8 && k % 32 != 0) continue;
@@ -363,29 +364,36 @@ TEST_P(QuantLinearTest, NanFreeHintGivesTheSameBits) {
 // not) must still match the reference, and an invalid ue4m3 code (0x7F, or the sign bit) must make
 // its row NaN and leave every other row's bits alone.
 TEST_P(QuantLinearTest, Nvfp4ScaleEdgeCases) {
-  const int64_t n = 19, k = 4096 + 64;
-  QWeight big = MakeWeight(Fmt::Nvfp4, n, k, 1, 16, 31);
-  big.g = 1e36f;
-  for (uint8_t& c : big.uscales) c = uint8_t(c % 0x30);  // values <= 0.875 * 2^-2: products finite
-  ASSERT_TRUE(ref::dequantize_nvfp4(big.data.data(), n, k, big.uscales.data(), big.g, big.dequant.data()).is_ok());
-  for (int64_t m : {1, 3}) CheckCase(big, m, 32);
+  // k = 896: rows are walked by the one-call-per-unit walker, which hands invalid rows back.
+  for (const int64_t k : {int64_t(4096 + 64), int64_t(896)}) {
+    SCOPED_TRACE(::testing::Message() << "k=" << k);
+    const int64_t n = 19;
+    QWeight big = MakeWeight(Fmt::Nvfp4, n, k, 1, 16, 31);
+    big.g = 1e36f;
+    // Codes below 0x30: values <= 0.875 * 2^-2, so the products used are finite.
+    for (uint8_t& c : big.uscales) c = uint8_t(c % 0x30);
+    ASSERT_TRUE(ref::dequantize_nvfp4(big.data.data(), n, k, big.uscales.data(), big.g,
+                                      big.dequant.data()).is_ok());
+    for (int64_t m : {1, 3}) CheckCase(big, m, 32);
 
-  const QWeight clean = MakeWeight(Fmt::Nvfp4, n, k, 1, 16, 33);
-  QWeight bad = clean;
-  bad.uscales[size_t(5 * (k / 16) + 7)] = 0x7F;
-  bad.uscales[size_t(9 * (k / 16) + k / 16 - 1)] = 0x80;
-  for (int64_t m : {1, 2, 5}) {
-    const std::vector<float> x = MakeX(m, k, 34);
-    std::vector<float> yc(size_t(m * n)), yb(yc.size());
-    ASSERT_TRUE(RunCpu(clean, x.data(), m, nullptr, yc.data(), 1).is_ok());
-    ASSERT_TRUE(RunCpu(bad, x.data(), m, nullptr, yb.data(), 2).is_ok());
-    for (int64_t i = 0; i < m; ++i) {
-      for (int64_t j = 0; j < n; ++j) {
-        const float a = yb[size_t(i * n + j)], e = yc[size_t(i * n + j)];
-        if (j == 5 || j == 9) {
-          EXPECT_TRUE(std::isnan(a)) << "m=" << m << " row " << i << " col " << j << ": " << a;
-        } else {
-          EXPECT_EQ(std::memcmp(&a, &e, 4), 0) << "m=" << m << " row " << i << " col " << j << ": " << a << " vs " << e;
+    const QWeight clean = MakeWeight(Fmt::Nvfp4, n, k, 1, 16, 33);
+    QWeight bad = clean;
+    bad.uscales[size_t(5 * (k / 16) + 7)] = 0x7F;
+    bad.uscales[size_t(9 * (k / 16) + k / 16 - 1)] = 0x80;
+    for (int64_t m : {1, 2, 5}) {
+      const std::vector<float> x = MakeX(m, k, 34);
+      std::vector<float> yc(size_t(m * n)), yb(yc.size());
+      ASSERT_TRUE(RunCpu(clean, x.data(), m, nullptr, yc.data(), 1).is_ok());
+      ASSERT_TRUE(RunCpu(bad, x.data(), m, nullptr, yb.data(), 2).is_ok());
+      for (int64_t i = 0; i < m; ++i) {
+        for (int64_t j = 0; j < n; ++j) {
+          const float a = yb[size_t(i * n + j)], e = yc[size_t(i * n + j)];
+          if (j == 5 || j == 9) {
+            EXPECT_TRUE(std::isnan(a)) << "m=" << m << " row " << i << " col " << j << ": " << a;
+          } else {
+            EXPECT_EQ(std::memcmp(&a, &e, 4), 0)
+                << "m=" << m << " row " << i << " col " << j << ": " << a << " vs " << e;
+          }
         }
       }
     }
