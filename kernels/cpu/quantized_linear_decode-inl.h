@@ -1,6 +1,7 @@
 // Per-target pieces of kernels/cpu/quantized_linear.cc: the type aliases and fixed powers of two,
-// the e4m3 / e2m1 decoders and the accumulator block (Accum) that every row walker uses. Included
-// once per Highway target by quantized_linear.cc, after kernels/cpu/quantized_linear_plan.h.
+// the e4m3 / e2m1 decoders, the block-scale tables (ScaleRow, FoldRow) and the accumulator block
+// (Accum) that every row walker uses. Included once per Highway target by quantized_linear.cc,
+// after kernels/cpu/quantized_linear_plan.h.
 #if defined(EMBER_KERNELS_CPU_QUANTIZED_LINEAR_DECODE_INL_H_) == defined(HWY_TARGET_TOGGLE)
 #ifdef EMBER_KERNELS_CPU_QUANTIZED_LINEAR_DECODE_INL_H_
 #undef EMBER_KERNELS_CPU_QUANTIZED_LINEAR_DECODE_INL_H_
@@ -8,9 +9,11 @@
 #define EMBER_KERNELS_CPU_QUANTIZED_LINEAR_DECODE_INL_H_
 #endif
 
+#include <cmath>
 #include <cstdint>
 
 #include "hwy/highway.h"
+#include "kernels/cpu/hwy_util-inl.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace ember::kernels::HWY_NAMESPACE {
@@ -93,6 +96,106 @@ HWY_INLINE VF E2m1High(hn::Vec<DU> v) {
   return VF{_mm512_castsi512_ps(_mm512_maskz_permutexvar_epi16(0xAAAAAAAAu, v.raw, table))};
 }
 #endif
+
+// ---------------------------------------------------------------- scales
+
+constexpr int64_t kMaxChunkBlocks = 130;
+constexpr int64_t kMaxChunkSteps = 128;
+// A chunk's scales, with room for one vector read past the last block (zeros).
+constexpr int64_t kMultSize = kMaxChunkBlocks + HWY_MAX_BYTES / 4;
+
+template <QuantFormat F>
+HWY_INLINE bool Foldable(float s) {
+  if constexpr (IsE4m3<F>()) {
+    return std::fabs(s) < kFoldLimit;  // false for Inf and NaN
+  } else {
+    return std::isfinite(s);
+  }
+}
+
+// The exact scales of block columns [b0, b0 + count) of weight row j (plan.scale) into out, and
+// zeros after them up to kMultSize; returns whether all of them fold.
+template <QuantFormat F>
+HWY_INLINE bool ScaleRow(const QuantPlan& plan, int64_t j, int64_t b0, int64_t count, float* out) {
+  const DF d;
+  const int64_t lanes = static_cast<int64_t>(hn::Lanes(d));
+  bool ok = true;
+  if (HWY_TARGET == HWY_SCALAR || count < lanes) {  // few blocks (per channel, per tensor): scalar
+    for (int64_t b = 0; b < count; ++b) {
+      out[b] = plan.scale(j, b0 + b);
+      ok = ok && Foldable<F>(out[b]);
+    }
+  } else {
+#if HWY_TARGET != HWY_SCALAR
+    const hn::Rebind<uint8_t, DF> d8;
+    for (int64_t b = 0; b < count; b += lanes) {
+      const size_t n = static_cast<size_t>(count - b < lanes ? count - b : lanes);
+      const bool full = n == static_cast<size_t>(lanes);
+      VF s;
+      if constexpr (F == QuantFormat::Fp8) {
+        if (plan.w8a8) {
+          s = hn::Set(d, 1.0f);
+        } else {
+          const float* p = plan.fp8_scales + (j / plan.block_n) * plan.block_cols + b0 + b;
+          s = full ? hn::LoadU(d, p) : LoadTail(d, p, n);
+        }
+      } else {
+        const uint8_t* p = plan.u8_scales + j * plan.block_cols + b0 + b;
+        const auto v = hn::PromoteTo(DU(), full ? hn::LoadU(d8, p) : LoadTail(d8, p, n));
+        if constexpr (F == QuantFormat::Mxfp8) {  // e8m0: 2^(v - 127); 0 is 2^-127, 0xFF NaN
+          auto bits = hn::ShiftLeft<23>(v);
+          bits = hn::IfThenElse(hn::Eq(v, hn::Zero(DU())), hn::Set(DU(), 0x00400000u), bits);
+          bits = hn::IfThenElse(hn::Eq(v, hn::Set(DU(), 0xFFu)), hn::Set(DU(), 0x7FC00000u), bits);
+          s = hn::BitCast(d, bits);
+        } else {  // ue4m3 (codes >= 0x7F are invalid: NaN), times the global scale
+          const VF value = hn::Mul(hn::BitCast(d, hn::ShiftLeft<20>(v)), hn::Set(d, 0x1p120f));
+          const auto invalid = hn::RebindMask(d, hn::Gt(hn::BitCast(DI(), v), hn::Set(DI(), 0x7E)));
+          s = hn::Mul(hn::Set(d, plan.global_scale), hn::IfThenElse(invalid, QuietNan(d), value));
+        }
+      }
+      if constexpr (IsE4m3<F>()) {
+        ok = ok && hn::AllTrue(d, hn::Lt(hn::Abs(s), hn::Set(d, kFoldLimit)));
+      } else {
+        ok = ok && hn::AllTrue(d, hn::Lt(hn::Abs(s), hn::Set(d, HUGE_VALF)));
+      }
+      if (full) hn::StoreU(s, d, out + b); else StoreTail(d, s, out + b, n);
+    }
+#endif
+  }
+  // Zeros for the one vector the NVFP4 walker may read past the last block.
+  const int64_t pad_end = count + HWY_MAX_BYTES / 4 < kMultSize ? count + HWY_MAX_BYTES / 4 : kMultSize;
+  for (int64_t b = count; b < pad_end; ++b) out[b] = 0.0f;
+  return ok;
+}
+
+// out[b] *= kFold for b < count (e4m3 formats).
+HWY_INLINE void FoldRow(float* out, int64_t count) {
+  if (kFold == 1.0f) return;
+  const DF d;
+  const int64_t lanes = static_cast<int64_t>(hn::Lanes(d));
+  const VF fold = hn::Set(d, kFold);
+  int64_t b = 0;
+  for (; b + lanes <= count; b += lanes) hn::StoreU(hn::Mul(hn::LoadU(d, out + b), fold), d, out + b);
+  for (; b < count; ++b) out[b] *= kFold;
+}
+
+// Whether all `count` bytes at p are below `bound`.
+HWY_INLINE bool AllBelow(const uint8_t* p, int64_t count, uint8_t bound) {
+#if HWY_TARGET == HWY_SCALAR
+  for (int64_t i = 0; i < count; ++i) {
+    if (p[i] >= bound) return false;
+  }
+  return true;
+#else
+  const hn::Repartition<uint8_t, DF> d8;
+  const int64_t n = static_cast<int64_t>(hn::Lanes(d8));
+  auto mx = hn::Zero(d8);
+  int64_t i = 0;
+  for (; i + n <= count; i += n) mx = hn::Max(mx, hn::LoadU(d8, p + i));
+  if (i < count) mx = hn::Max(mx, LoadTail(d8, p + i, static_cast<size_t>(count - i)));
+  return hn::AllTrue(d8, hn::Lt(mx, hn::Set(d8, bound)));
+#endif
+}
 
 // ---------------------------------------------------------------- accumulation
 
