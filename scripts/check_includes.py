@@ -12,7 +12,8 @@ ALLOWED = {
     "runtime/core": RUNTIME_BASE,
     "runtime/program": RUNTIME_BASE + ["runtime/program", "schema"],
     "runtime/kernel": RUNTIME_BASE + ["runtime/program", "runtime/kernel", "schema"],
-    "runtime/backend": RUNTIME_BASE + ["runtime/program", "runtime/backend", "schema"],
+    # backend → kernel: the capability query speaks KernelKey, and GraphRunner is what host backends embed.
+    "runtime/backend": RUNTIME_BASE + ["runtime/program", "runtime/kernel", "runtime/backend", "schema"],
     "runtime/executor": RUNTIME_BASE + ["runtime/program", "runtime/kernel", "runtime/backend", "runtime/executor",
                                         "schema"],
     "runtime/llm": RUNTIME_BASE + ["runtime/program", "runtime/kernel", "runtime/backend", "runtime/executor",

@@ -2,7 +2,8 @@
 #include <new>
 
 #include "backends/null/register.h"
-#include "runtime/kernel/graph_runner.h"
+#include "runtime/backend/host_graph.h"
+#include "runtime/kernel/kernel_registry.h"
 #include "runtime/platform/platform.h"
 
 namespace ember {
@@ -14,74 +15,61 @@ class DelegateHandle {
   GraphRunner runner;
   uint8_t* memory = nullptr;  // runner structures, then internal values
   size_t memory_bytes = 0;
-  size_t values_offset = 0;
-  size_t values_used = 0;
 };
 
 namespace backends::null_backend {
 namespace {
 
-size_t align64(size_t n) { return (n + 63) & ~size_t{63}; }
-
-struct InitState {
-  DelegateHandle* handle;
-  const GraphView* graph;
-};
-
-// Constants are zero-copy views of the program; internal values get their own 64-aligned slice;
-// inputs and outputs are bound per call.
-Status resolve(void* user, uint32_t value, const fb::Tensor& tensor, TensorView* view, ErrorContext* ctx) {
-  InitState& s = *static_cast<InitState*>(user);
-  void** data = &view->data;
-  switch (tensor.storage_type()) {
-    case fb::Storage::ConstantStorage:
-      *data = const_cast<uint8_t*>(s.graph->constant_data(value));
-      return Status::ok();
-    case fb::Storage::NONE:
-      *data = nullptr;
-      return Status::ok();
-    default: {
-      DelegateHandle& h = *s.handle;
-      *data = h.memory + h.values_offset + h.values_used;
-      h.values_used += align64(static_cast<size_t>(tensor.nbytes()));
-      return Status::ok();
-    }
-  }
-}
-
 class NullBackend final : public Backend {
  public:
   bool is_available(const RuntimeContext& runtime) const override { return runtime.kernels != nullptr; }
 
+  // The advertised ops, in any signature the portable kernels run (it runs on them), unquantized.
+  bool supports(const RuntimeContext& runtime, const KernelKey& key) const override {
+    bool listed = false;
+    for (OpCode op : supported_ops()) listed = listed || op == key.op;
+    return listed && key.quant == QuantLayout::None && runtime.kernels != nullptr && runtime.kernels->find(key) != nullptr;
+  }
+
+  Result<MemoryRequirements> plan_memory(BackendLoadContext& ctx, const GraphView& graph,
+                                         Span<const CompileSpec> specs) const override {
+    EMBER_RETURN_IF_ERROR(check_specs(ctx, specs));
+    const HostGraphLayout layout = plan_host_graph(graph, false, false);
+    MemoryRequirements req;
+    req.host_bytes = sizeof(DelegateHandle) + layout.runner_bytes + layout.value_bytes;
+    return req;
+  }
+
   Result<DelegateHandle*> init(BackendInitContext& ctx, const GraphView& graph,
                                Span<const CompileSpec> specs) const override {
-    for (const CompileSpec& spec : specs) {
-      return EMBER_FAIL(ctx.error, Error::NotSupported, "null backend: unknown compile spec '%s'", spec.key);
-    }
-    const fb::Graph& g = graph.graph();
-    size_t value_bytes = 0;
-    for (uint32_t v = 0; v < graph.value_count(); ++v) {
-      if (g.values()->Get(v)->storage_type() == fb::Storage::PlannedStorage) {
-        value_bytes += align64(static_cast<size_t>(g.values()->Get(v)->nbytes()));
-      }
-    }
-    const size_t runner_bytes = align64(GraphRunner::memory_bytes(g));
+    EMBER_RETURN_IF_ERROR(check_specs(ctx, specs));
+    const HostGraphLayout layout = plan_host_graph(graph, false, false);
+    const size_t bytes = layout.runner_bytes + layout.value_bytes;
     void* storage = platform_aligned_alloc(alignof(DelegateHandle), sizeof(DelegateHandle));
-    uint8_t* memory = static_cast<uint8_t*>(platform_aligned_alloc(64, runner_bytes + value_bytes));
+    uint8_t* memory = static_cast<uint8_t*>(platform_aligned_alloc(64, bytes));
     if (storage == nullptr || memory == nullptr) {
       platform_aligned_free(storage);
       platform_aligned_free(memory);
-      return EMBER_FAIL(ctx.error, Error::OutOfMemory, "null backend: %zu bytes for delegate %u",
-                        runner_bytes + value_bytes, ctx.delegate_index);
+      return EMBER_FAIL(ctx.error, Error::OutOfMemory, "null backend: %zu bytes for delegate %u", bytes,
+                        ctx.delegate_index);
     }
     DelegateHandle* handle = new (storage) DelegateHandle();
     handle->memory = memory;
-    handle->memory_bytes = runner_bytes + value_bytes;
-    handle->values_offset = runner_bytes;
-    BumpAllocator allocator(Span<uint8_t>(memory, runner_bytes));
-    InitState state{handle, &graph};
-    const Status status =
-        handle->runner.bind(graph, ctx.runtime->kernels, nullptr, allocator, resolve, &state, ctx.error);
+    handle->memory_bytes = bytes;
+    // The null backend does not own state: every state it names is host memory of the Program.
+    void* state_data[64];
+    if (ctx.states.size() > 64) {
+      destroy(handle);
+      return EMBER_FAIL(ctx.error, Error::NotSupported, "null backend: %zu states in one graph (at most 64)",
+                        ctx.states.size());
+    }
+    for (size_t i = 0; i < ctx.states.size(); ++i) state_data[i] = ctx.states[i].host_data;
+    HostGraphMemory m;
+    m.runner = memory;
+    m.values = memory + layout.runner_bytes;
+    m.states = ctx.states;
+    m.state_data = Span<void* const>(state_data, ctx.states.size());
+    const Status status = bind_host_graph(handle->runner, graph, *ctx.runtime, m, false, false, ctx.error);
     if (!status.is_ok()) {
       destroy(handle);  // a failed init cleans up after itself
       return status;
@@ -92,16 +80,12 @@ class NullBackend final : public Backend {
   Status execute(BackendExecuteContext& ctx, DelegateHandle* handle, Span<const TensorView> inputs,
                  Span<TensorView> outputs) const override {
     GraphRunner& r = handle->runner;
-    const fb::Graph& g = r.graph().graph();
-    for (size_t k = 0; k < inputs.size(); ++k) r.bind_value(g.inputs()->Get(static_cast<uint32_t>(k))->value(), inputs[k]);
-    for (size_t k = 0; k < outputs.size(); ++k) {
-      r.bind_value(g.outputs()->Get(static_cast<uint32_t>(k))->value(), outputs[k]);
-    }
+    r.bind_io(inputs, Span<const TensorView>(outputs.data(), outputs.size()));
     KernelContext kernel_ctx;
     kernel_ctx.pool = ctx.pool;
     kernel_ctx.scratch = ctx.scratch;
     EMBER_RETURN_IF_ERROR(r.run(kernel_ctx, ctx.abort, nullptr, nullptr, ctx.error));
-    for (size_t k = 0; k < outputs.size(); ++k) outputs[k] = r.value(g.outputs()->Get(static_cast<uint32_t>(k))->value());
+    r.read_outputs(outputs);
     return Status::ok();
   }
 
@@ -116,6 +100,14 @@ class NullBackend final : public Backend {
     platform_aligned_free(handle->memory);
     handle->~DelegateHandle();
     platform_aligned_free(handle);
+  }
+
+ private:
+  static Status check_specs(BackendLoadContext& ctx, Span<const CompileSpec> specs) {
+    for (const CompileSpec& spec : specs) {
+      return EMBER_FAIL(ctx.error, Error::NotSupported, "null backend: unknown compile spec '%s'", spec.key);
+    }
+    return Status::ok();
   }
 };
 

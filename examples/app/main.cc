@@ -1,10 +1,10 @@
-// A minimal app that links libruntime.a (+ libruntime_null.a) the way an embedded app would: every
+// A minimal app that links libruntime.a (+ the backends of register_builtin_backends()) the way an embedded app would: every
 // byte of memory is a static pool the app owns; nothing is allocated after load.
 //   usage: ember_example_app model.pte
 #include <cstdio>
 #include <vector>
 
-#include "backends/null/register.h"
+#include "backends/builtin.h"
 #include "kernels/builtin.h"
 #include "runtime/core/data_loader.h"
 #include "runtime/executor/method.h"
@@ -22,7 +22,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   if (!ember::register_builtin(kernels).is_ok() ||
-      !ember::backends::null_backend::register_backend(backends).is_ok()) {
+      !ember::register_builtin_backends(backends).is_ok()) {
     return 1;
   }
   ember::ErrorContext ctx;

@@ -30,6 +30,15 @@ const char* to_string(ScalarType type) {
   return "invalid";
 }
 
+const char* to_string(MemoryDomain domain) {
+  switch (domain) {
+    case MemoryDomain::Host: return "host";
+    case MemoryDomain::PinnedHost: return "pinned";
+    case MemoryDomain::Device: return "device";
+  }
+  return "invalid";
+}
+
 bool same_shape(const TensorView& a, const TensorView& b) {
   if (a.rank != b.rank) return false;
   for (int i = 0; i < a.rank; ++i) {

@@ -13,6 +13,12 @@ constexpr int kMaxRank = 8;
 
 enum class DimOrder : uint8_t { Invalid = 0, Contiguous = 1, ChannelsLast = 2 };
 
+// Where a view's bytes live (DESIGN §7). Host and PinnedHost memory is readable by host code
+// (pinned: page-locked, so a device can copy it asynchronously); Device memory is an address only
+// its backend may dereference: host code (kernels, the executor, apps) never reads through it.
+enum class MemoryDomain : uint8_t { Host = 0, PinnedHost = 1, Device = 2 };
+const char* to_string(MemoryDomain domain);  // "host", "pinned", "device"
+
 struct QuantView;
 
 struct TensorView {
@@ -22,6 +28,7 @@ struct TensorView {
   uint8_t rank = 0;
   int64_t dims[kMaxRank] = {0};
   const QuantView* quant = nullptr;  // a quantized weight's scales (runtime/core/quant.h); else null
+  MemoryDomain domain = MemoryDomain::Host;
 
   bool is_present() const { return data != nullptr; }
   int64_t dim(int i) const { return dims[i < 0 ? i + rank : i]; }

@@ -4,12 +4,16 @@
 //   arenas:           one span per arena of the method, in the method's arena order, each at least
 //                     the arena's size and aligned to its alignment.
 //   scratch:          per-kernel temporary memory, reset after each kernel.
+//   arena_domains:    optional, one per arena: Host (the default) or PinnedHost, which the app took
+//                     from a DeviceAllocator so device backends can copy the IO arena asynchronously.
+//                     The executor's arenas are host-readable: Device is refused.
 #pragma once
 
 #include <cstdint>
 
 #include "runtime/core/memory_allocator.h"
 #include "runtime/core/span.h"
+#include "runtime/core/tensor_view.h"
 
 namespace ember {
 
@@ -19,6 +23,7 @@ struct MemoryPlan {
   BumpAllocator* method_allocator;
   Span<Span<uint8_t>> arenas;
   Span<uint8_t> scratch;
+  Span<const MemoryDomain> arena_domains;
 };
 
 }  // namespace ember

@@ -36,12 +36,16 @@ Status resolve_storage(void* user, uint32_t value, const fb::Tensor& tensor, Ten
     case fb::Storage::PlannedStorage: {
       const fb::PlannedStorage* p = tensor.storage_as_PlannedStorage();
       *data = rc.memory->arenas[p->arena()].data() + p->offset();
+      if (p->arena() < rc.memory->arena_domains.size()) view->domain = rc.memory->arena_domains[p->arena()];
       return Status::ok();
     }
     case fb::Storage::StateStorage: {
       const Program::State* state = rc.program->find_state(tensor.storage_as_StateStorage()->name()->c_str());
       if (state == nullptr) return EMBER_FAIL(ctx, Error::Internal, "state for value %u not allocated", value);
+      // Null for state a backend owns: only a graph bound for its values alone sees it (the claim
+      // check at load keeps it away from host kernels).
       *data = state->data;
+      view->domain = state->domain;
       for (int d = 0; d < view->rank; ++d) view->dims[d] = state->dims[d];  // load-time symbol values
       return Status::ok();
     }
@@ -49,6 +53,21 @@ Status resolve_storage(void* user, uint32_t value, const fb::Tensor& tensor, Ten
       *data = nullptr;  // delegate I/O: bound per call
       return Status::ok();
   }
+}
+
+uint32_t state_values(const fb::Graph& graph) {
+  uint32_t n = 0;
+  for (uint32_t v = 0; v < size_of(graph.values()); ++v) {
+    n += graph.values()->Get(v)->storage_type() == fb::Storage::StateStorage;
+  }
+  return n;
+}
+
+// What a backend's init() needs beside the method allocator's records, in bytes: the compile specs
+// and the program states its graph names.
+size_t init_bytes(const fb::Delegate* del, const fb::Graph* graph) {
+  return align16((del ? size_of(del->compile_specs()) : 0) * sizeof(CompileSpec)) +
+         align16((graph ? state_values(*graph) : 0) * sizeof(BoundState));
 }
 
 }  // namespace
@@ -65,28 +84,24 @@ const fb::Method* find_method(const fb::Program& program, const char* name) {
   return nullptr;
 }
 
-const Backend* choose_backend(const Program& program, const fb::Delegate& delegate) {
-  const RuntimeContext& rt = program.runtime();
-  if (rt.backends == nullptr) return nullptr;
-  const char* id = delegate.backend_id()->c_str();
-  const Span<const char* const> allowed = program.options().backends;
-  if (!allowed.empty()) {
-    bool listed = false;
-    for (const char* name : allowed) listed = listed || std::strcmp(name, id) == 0;
-    if (!listed) return nullptr;
+void read_compile_specs(const fb::Delegate& delegate, CompileSpec* out) {
+  for (uint32_t c = 0; c < size_of(delegate.compile_specs()); ++c) {
+    const fb::CompileSpec* s = delegate.compile_specs()->Get(c);
+    out[c].key = s->key()->c_str();
+    out[c].value = s->value() ? Span<const uint8_t>(s->value()->data(), s->value()->size()) : Span<const uint8_t>();
   }
-  const Backend* backend = rt.backends->find(id);
-  if (backend == nullptr || !backend->is_available(rt)) return nullptr;
-  return backend;
 }
 
 size_t method_allocator_bytes(const Program& program, const fb::Method& method) {
   size_t bytes = align16(size_of(method.delegates()) * Method::kDelegateSlotBytes) +
                  GraphRunner::memory_bytes(*method.graph());
+  if (program.backend_choice(method, Program::kWholeMethod)->backend != nullptr) {
+    bytes += align16(Method::kDelegateSlotBytes) + init_bytes(nullptr, method.graph());
+  }
   for (uint32_t d = 0; d < size_of(method.delegates()); ++d) {
     const fb::Delegate& del = *method.delegates()->Get(d);
-    if (choose_backend(program, del) != nullptr) {
-      bytes += align16(size_of(del.compile_specs()) * sizeof(CompileSpec));
+    if (program.backend_choice(method, d)->backend != nullptr) {
+      bytes += init_bytes(&del, del.format() == fb::DelegateFormat::Graph ? del.payload_nested_root() : nullptr);
     } else if (del.format() == fb::DelegateFormat::Graph) {
       bytes += align16(sizeof(GraphRunner)) + GraphRunner::memory_bytes(*del.payload_nested_root());
     }
@@ -97,12 +112,21 @@ size_t method_allocator_bytes(const Program& program, const fb::Method& method) 
 size_t method_scratch_bytes(const Program& program, const fb::Method& method) {
   const RuntimeContext& rt = program.runtime();
   const size_t threads = rt.pool != nullptr ? rt.pool->thread_count() : 1;
-  const size_t kernels = GraphRunner::scratch_bytes(*method.graph(), rt.kernels, threads);
+  size_t kernels = 0;
+  if (program.backend_choice(method, Program::kWholeMethod)->backend == nullptr) {
+    kernels = GraphRunner::scratch_bytes(*method.graph(), rt.kernels, threads);
+  }
+  // Delegates on the portable kernels and host backends run in the same scratch.
+  for (uint32_t d = 0; d < size_of(method.delegates()); ++d) {
+    const fb::Delegate& del = *method.delegates()->Get(d);
+    if (del.format() != fb::DelegateFormat::Graph) continue;
+    kernels = std::max(kernels, GraphRunner::scratch_bytes(*del.payload_nested_root(), rt.kernels, threads));
+  }
   return std::max(static_cast<size_t>(method.scratch_bytes()), kernels);
 }
 
 MethodMeta method_meta(const Program& program, const fb::Method& method) {
-  return MethodMeta(&method, method_allocator_bytes(program, method), method_scratch_bytes(program, method));
+  return MethodMeta(&program, &method, method_allocator_bytes(program, method), method_scratch_bytes(program, method));
 }
 
 }  // namespace internal
@@ -116,6 +140,10 @@ Result<Method> Program::load_method(const char* name, MemoryPlan& memory, ErrorC
     return EMBER_FAIL(ctx, Error::InvalidArgument, "method '%s' has %u arenas, the memory plan gives %zu", name,
                       arena_count, memory.arenas.size());
   }
+  if (!memory.arena_domains.empty() && memory.arena_domains.size() != arena_count) {
+    return EMBER_FAIL(ctx, Error::InvalidArgument, "method '%s' has %u arenas, the memory plan gives %zu domains",
+                      name, arena_count, memory.arena_domains.size());
+  }
   for (uint32_t a = 0; a < arena_count; ++a) {
     const fb::Arena* arena = fm->arenas()->Get(a);
     const Span<uint8_t> span = memory.arenas[a];
@@ -126,6 +154,11 @@ Result<Method> Program::load_method(const char* name, MemoryPlan& memory, ErrorC
     if (reinterpret_cast<uintptr_t>(span.data()) % arena->alignment() != 0) {
       return EMBER_FAIL(ctx, Error::InvalidArgument, "method '%s' arena %u is not %u-byte aligned", name, a,
                         arena->alignment());
+    }
+    if (a < memory.arena_domains.size() && memory.arena_domains[a] == MemoryDomain::Device) {
+      return EMBER_FAIL(ctx, Error::InvalidArgument,
+                        "method '%s' arena %u: the executor's arenas are host memory (host or pinned), not device",
+                        name, a);
     }
   }
   const MethodMeta meta = internal::method_meta(*this, *fm);
@@ -156,54 +189,35 @@ Result<Method> Program::load_method(const char* name, MemoryPlan& memory, ErrorC
   for (uint32_t d = 0; d < delegate_count; ++d) new (&method.delegates_[d]) Method::DelegateSlot();
   method.delegate_count_ = delegate_count;
 
+  // A backend that runs the whole body: the runner keeps only the method's I/O views.
+  const BackendChoice& body = *backend_choice(*fm, kWholeMethod);
+  method.runner_.set_values_only(body.backend != nullptr);
   ResolveContext rc{this, &memory};
   EMBER_RETURN_IF_ERROR(method.runner_.bind(GraphView(fm->graph(), segments()), runtime_.kernels, debug_, alloc,
                                             resolve_storage, &rc, ctx));
+  if (body.backend != nullptr) {
+    void* storage = alloc.allocate(align16(sizeof(Method::DelegateSlot)), 16);
+    if (storage == nullptr) return EMBER_FAIL(ctx, Error::OutOfMemory, "method allocator too small for a delegate record");
+    method.whole_ = new (storage) Method::DelegateSlot();
+    EMBER_RETURN_IF_ERROR(Method::init_backend(*this, name, kWholeMethod, nullptr, *fm->graph(), body.backend,
+                                               body.name, alloc, *method.whole_, ctx));
+  }
 
   for (uint32_t d = 0; d < delegate_count; ++d) {
     const fb::Delegate& del = *fm->delegates()->Get(d);
     Method::DelegateSlot& slot = method.delegates_[d];
     slot.backend_id = del.backend_id()->c_str();
-    const Backend* backend = internal::choose_backend(*this, del);
-    if (backend != nullptr) {
-      const uint32_t spec_count = size_of(del.compile_specs());
-      CompileSpec* specs = static_cast<CompileSpec*>(alloc.allocate(align16(spec_count * sizeof(CompileSpec)), 16));
-      if (spec_count > 0 && specs == nullptr) {
-        return EMBER_FAIL(ctx, Error::OutOfMemory, "method '%s' delegate %u: method allocator too small for %u compile specs",
-                          name, d, spec_count);
-      }
-      for (uint32_t c = 0; c < spec_count; ++c) {
-        const fb::CompileSpec* s = del.compile_specs()->Get(c);
-        specs[c].key = s->key()->c_str();
-        specs[c].value = s->value() ? Span<const uint8_t>(s->value()->data(), s->value()->size()) : Span<const uint8_t>();
-      }
-      BackendInitContext init_ctx;
-      init_ctx.runtime = &runtime_;
-      init_ctx.error = ctx;
-      init_ctx.method_name = name;
-      init_ctx.delegate_index = d;
-      Result<DelegateHandle*> handle =
-          del.format() == fb::DelegateFormat::Graph
-              ? backend->init(init_ctx, GraphView(del.payload_nested_root(), segments()),
-                              Span<const CompileSpec>(specs, spec_count))
-              : backend->init_opaque(init_ctx,
-                                     OpaquePayload{Span<const uint8_t>(segments()[del.segment()].data,
-                                                                       static_cast<size_t>(segments()[del.segment()].size)),
-                                                   del.format_version()},
-                                     Span<const CompileSpec>(specs, spec_count));
-      if (!handle.is_ok()) {
-        return EMBER_FAIL(ctx, handle.error() == Error::Ok ? Error::BackendFailed : handle.error(),
-                          "method '%s' delegate %u: backend '%s' failed to initialize", name, d, slot.backend_id);
-      }
-      slot.backend = backend;
-      slot.handle = handle.value();
-      std::snprintf(slot.label, sizeof(slot.label), "%s", slot.backend_id);
+    const BackendChoice& choice = *backend_choice(*fm, d);
+    if (choice.backend != nullptr) {
+      EMBER_RETURN_IF_ERROR(Method::init_backend(*this, name, d, &del,
+                                                 del.format() == fb::DelegateFormat::Graph ? *del.payload_nested_root()
+                                                                                           : *fm->graph(),
+                                                 choice.backend, choice.name, alloc, slot, ctx));
       continue;
     }
     if (options_.fallback == Fallback::Fail || del.format() != fb::DelegateFormat::Graph) {
-      return EMBER_FAIL(ctx, Error::BackendUnavailable,
-                        "method '%s' delegate %u needs backend '%s', which is not registered, allowed or available%s",
-                        name, d, slot.backend_id,
+      return EMBER_FAIL(ctx, Error::BackendUnavailable, "method '%s' delegate %u (exported for '%s') has no backend: %s%s",
+                        name, d, slot.backend_id, choice.reason,
                         del.format() != fb::DelegateFormat::Graph ? " (OPAQUE payloads cannot fall back)" : "");
     }
     void* storage = alloc.allocate(align16(sizeof(GraphRunner)), 16);
@@ -211,11 +225,81 @@ Result<Method> Program::load_method(const char* name, MemoryPlan& memory, ErrorC
     slot.fallback = new (storage) GraphRunner();
     EMBER_RETURN_IF_ERROR(slot.fallback->bind(GraphView(del.payload_nested_root(), segments()), runtime_.kernels,
                                               debug_, alloc, resolve_storage, &rc, ctx));
+    slot.runs_on = "portable";
     std::snprintf(slot.label, sizeof(slot.label), "portable (fallback for %s)", slot.backend_id);
-    EMBER_LOG(Info, "method '%s' delegate %u: backend '%s' unavailable, running on portable kernels", name, d,
-              slot.backend_id);
+    EMBER_LOG(Info, "method '%s' delegate %u: %s", name, d, choice.reason);
   }
   return Result<Method>(std::move(method));
+}
+
+Status Method::init_backend(const Program& program, const char* method_name, uint32_t index, const fb::Delegate* del,
+                            const fb::Graph& graph, const Backend* backend, const char* backend_name,
+                            BumpAllocator& alloc, DelegateSlot& slot, ErrorContext* ctx) {
+  const bool opaque = del != nullptr && del->format() != fb::DelegateFormat::Graph;
+  const uint32_t spec_count = del != nullptr ? size_of(del->compile_specs()) : 0;
+  if (spec_count > internal::kMaxCompileSpecs) {
+    return EMBER_FAIL(ctx, Error::NotSupported, "method '%s' delegate %u has %u compile specs (at most %u)", method_name,
+                      index, spec_count, internal::kMaxCompileSpecs);
+  }
+  CompileSpec* specs = static_cast<CompileSpec*>(alloc.allocate(align16(spec_count * sizeof(CompileSpec)), 16));
+  if (spec_count > 0 && specs == nullptr) {
+    return EMBER_FAIL(ctx, Error::OutOfMemory, "method '%s': method allocator too small for %u compile specs",
+                      method_name, spec_count);
+  }
+  if (del != nullptr) internal::read_compile_specs(*del, specs);
+  // The program states the graph names, in its value order.
+  const uint32_t state_count = opaque ? 0 : state_values(graph);
+  BoundState* states = static_cast<BoundState*>(alloc.allocate(align16(state_count * sizeof(BoundState)), 16));
+  if (state_count > 0 && states == nullptr) {
+    return EMBER_FAIL(ctx, Error::OutOfMemory, "method '%s': method allocator too small for %u state bindings",
+                      method_name, state_count);
+  }
+  uint32_t next = 0;
+  for (uint32_t v = 0; !opaque && v < size_of(graph.values()); ++v) {
+    const fb::Tensor& t = *graph.values()->Get(v);
+    if (t.storage_type() != fb::Storage::StateStorage) continue;
+    const Program::State* state = program.find_state(t.storage_as_StateStorage()->name()->c_str());
+    BoundState& bound = *new (&states[next++]) BoundState();
+    bound.spec.name = state->name;
+    bound.spec.dtype = state->dtype;
+    bound.spec.rank = state->rank;
+    for (int d = 0; d < state->rank; ++d) bound.spec.dims[d] = state->dims[d];
+    bound.spec.nbytes = state->nbytes;
+    bound.buffer = state->buffer;
+    bound.host_data = state->data;
+  }
+  BackendInitContext init_ctx;
+  init_ctx.runtime = &program.runtime();
+  init_ctx.symbols = program.load_symbols();
+  init_ctx.error = ctx;
+  init_ctx.backend_id = backend_name;
+  init_ctx.method_name = method_name;
+  init_ctx.delegate_index = index;
+  init_ctx.tracer = program.options().tracer;
+  init_ctx.states = Span<const BoundState>(states, state_count);
+  const Span<const CompileSpec> spec_span(specs, spec_count);
+  Result<DelegateHandle*> handle =
+      !opaque ? backend->init(init_ctx, GraphView(&graph, program.segments()), spec_span)
+              : backend->init_opaque(
+                    init_ctx,
+                    OpaquePayload{Span<const uint8_t>(program.segments()[del->segment()].data,
+                                                      static_cast<size_t>(program.segments()[del->segment()].size)),
+                                  del->format_version()},
+                    spec_span);
+  if (!handle.is_ok()) {
+    if (index == Program::kWholeMethod) {
+      return EMBER_FAIL(ctx, handle.error() == Error::Ok ? Error::BackendFailed : handle.error(),
+                        "method '%s': backend '%s' failed to initialize for the whole method", method_name, backend_name);
+    }
+    return EMBER_FAIL(ctx, handle.error() == Error::Ok ? Error::BackendFailed : handle.error(),
+                      "method '%s' delegate %u: backend '%s' failed to initialize", method_name, index, backend_name);
+  }
+  slot.backend = backend;
+  slot.handle = handle.value();
+  slot.runs_on = backend_name;
+  std::snprintf(slot.label, sizeof(slot.label), index == Program::kWholeMethod ? "%s (whole method)" : "%s",
+                backend_name);
+  return Status::ok();
 }
 
 Method::Method(Method&& other) noexcept
@@ -225,11 +309,14 @@ Method::Method(Method&& other) noexcept
       runner_(other.runner_),
       delegates_(other.delegates_),
       delegate_count_(other.delegate_count_),
+      whole_(other.whole_),
+      tracer_(other.tracer_),
       scratch_(other.scratch_),
       pool_(other.pool_) {
   abort_.store(other.abort_.load());
   other.delegates_ = nullptr;
   other.delegate_count_ = 0;
+  other.whole_ = nullptr;
 }
 
 Method::~Method() { destroy_delegates(); }
@@ -243,6 +330,8 @@ void Method::destroy_delegates() {
     slot.fallback = nullptr;
   }
   delegate_count_ = 0;
+  if (whole_ != nullptr && whole_->handle != nullptr) whole_->backend->destroy(whole_->handle);
+  whole_ = nullptr;
 }
 
 size_t Method::input_count() const { return size_of(method_->graph()->inputs()); }
@@ -268,6 +357,10 @@ Status Method::set_input(size_t i, const TensorView& src, ErrorContext* ctx) {
     return EMBER_FAIL(ctx, Error::InvalidArgument, "input '%s': dtype %s given, the method takes %s",
                       named->name()->c_str(), to_string(src.dtype), to_string(dst.dtype));
   }
+  if (src.domain == MemoryDomain::Device) {
+    return EMBER_FAIL(ctx, Error::InvalidArgument, "input '%s': a device view given; inputs are copied on the host",
+                      named->name()->c_str());
+  }
   EMBER_RETURN_IF_ERROR(set_input_sizes(i, src.sizes(), ctx));
   if (src.data != nullptr && src.data != dst.data) std::memcpy(dst.data, src.data, static_cast<size_t>(dst.nbytes()));
   return Status::ok();
@@ -280,14 +373,82 @@ const TensorView* Method::output(size_t i) const {
 
 Status Method::execute(ErrorContext* ctx) {
   if (ctx) ctx->phase = ErrorContext::Phase::Execute;
-  KernelContext kernel_ctx;
-  kernel_ctx.pool = pool_;
-  kernel_ctx.scratch = scratch_;
-  const Status status = runner_.run(kernel_ctx, &abort_, run_delegate, this, ctx);
+  Status status;
+  if (whole_ != nullptr) {
+    status = execute_whole(ctx);
+  } else {
+    KernelContext kernel_ctx;
+    kernel_ctx.pool = pool_;
+    kernel_ctx.scratch = scratch_;
+    status = runner_.run(kernel_ctx, &abort_, run_delegate, this, ctx);
+  }
   // Only a request that stopped this run is consumed; one that arrives after the last check stops
   // the next run ("a running or the next execute()").
   if (status.code() == Error::Cancelled) abort_.store(false);
   return status;
+}
+
+Status Method::execute_whole(ErrorContext* ctx) {
+  if (abort_.load(std::memory_order_relaxed)) return EMBER_FAIL(ctx, Error::Cancelled, "execution cancelled");
+  const fb::Graph& g = *method_->graph();
+  const uint32_t n_in = size_of(g.inputs()), n_out = size_of(g.outputs());
+  if (n_in > kMaxDelegateArgs || n_out > kMaxDelegateArgs) {
+    return EMBER_FAIL(ctx, Error::NotSupported, "a backend runs whole methods of up to %zu inputs and outputs",
+                      kMaxDelegateArgs);
+  }
+  TensorView in[kMaxDelegateArgs], out[kMaxDelegateArgs];
+  uint32_t out_values[kMaxDelegateArgs];
+  for (uint32_t k = 0; k < n_in; ++k) in[k] = runner_.value(g.inputs()->Get(k)->value());
+  for (uint32_t k = 0; k < n_out; ++k) {
+    out_values[k] = g.outputs()->Get(k)->value();
+    out[k] = runner_.value(out_values[k]);
+  }
+  return call_backend(*whole_, 0, "the whole method", Span<const TensorView>(in, n_in), Span<TensorView>(out, n_out), g,
+                      out_values, ctx);
+}
+
+Status Method::call_backend(DelegateSlot& slot, uint32_t instruction, const char* what, Span<const TensorView> in,
+                            Span<TensorView> out, const fb::Graph& caller, const uint32_t* out_values,
+                            ErrorContext* ctx) {
+  for (size_t k = 0; k < out.size(); ++k) {
+    void* data = out[k].data;
+    tensor_shape(*caller.values()->Get(out_values[k]), &out[k]);  // outputs arrive with their planned (max) dims
+    out[k].data = data;
+  }
+  BackendExecuteContext exec_ctx;
+  exec_ctx.pool = pool_;
+  exec_ctx.scratch = scratch_;
+  exec_ctx.error = ctx;
+  exec_ctx.abort = &abort_;
+  exec_ctx.tracer = tracer_;
+  Status status = slot.backend->execute(exec_ctx, slot.handle, in, out);
+  // One wait per call: the next instruction (or the app) may read the outputs on the host.
+  if (status.is_ok()) status = slot.backend->synchronize(exec_ctx, slot.handle);
+  if (!status.is_ok()) {
+    if (ctx && !ctx->has_error()) ctx->instruction = static_cast<int32_t>(instruction);
+    return EMBER_FAIL(ctx, status.code(), "backend '%s' failed running %s", slot.runs_on, what);
+  }
+  // A backend is trusted code, but a wrong rank or a dim past the declared max would overflow
+  // dst.dims or let the next kernels run past planned memory: check before copying.
+  for (size_t k = 0; k < out.size(); ++k) {
+    const fb::Tensor& t = *caller.values()->Get(out_values[k]);
+    const uint32_t rank = size_of(t.dims());
+    bool ok = out[k].rank == rank;
+    for (uint32_t d = 0; ok && d < rank; ++d) ok = out[k].dims[d] >= 0 && out[k].dims[d] <= t.dims()->Get(d)->max();
+    if (!ok) {
+      if (ctx && !ctx->has_error()) ctx->instruction = static_cast<int32_t>(instruction);
+      return EMBER_FAIL(ctx, Error::BackendFailed,
+                        "backend '%s' running %s returned output %zu with rank %u or dims beyond the declared rank %u "
+                        "/ max dims", slot.runs_on, what, k, static_cast<unsigned>(out[k].rank), rank);
+    }
+  }
+  TensorView* values = runner_.values();
+  for (size_t k = 0; k < out.size(); ++k) {  // actual output sizes (symbolic delegates)
+    TensorView& dst = values[out_values[k]];
+    dst.rank = out[k].rank;
+    for (int d = 0; d < out[k].rank; ++d) dst.dims[d] = out[k].dims[d];
+  }
+  return Status::ok();
 }
 
 Status Method::run_delegate(void* self, uint32_t instruction, const fb::DelegateCall& call, TensorView* values,
@@ -296,55 +457,33 @@ Status Method::run_delegate(void* self, uint32_t instruction, const fb::Delegate
   DelegateSlot& slot = m.delegates_[call.index()];
   const uint32_t n_in = size_of(call.inputs()), n_out = size_of(call.outputs());
   TensorView in[kMaxDelegateArgs], out[kMaxDelegateArgs];
+  uint32_t out_values[kMaxDelegateArgs];
   for (uint32_t k = 0; k < n_in; ++k) in[k] = values[call.inputs()->Get(k)];
+  for (uint32_t k = 0; k < n_out; ++k) {
+    out_values[k] = call.outputs()->Get(k);
+    out[k] = values[out_values[k]];
+  }
   const fb::Graph& caller = *m.method_->graph();
+  if (slot.fallback == nullptr) {
+    char what[32];
+    std::snprintf(what, sizeof(what), "delegate %u", call.index());
+    return m.call_backend(slot, instruction, what, Span<const TensorView>(in, n_in), Span<TensorView>(out, n_out),
+                          caller, out_values, ctx);
+  }
+  GraphRunner& r = *slot.fallback;
   for (uint32_t k = 0; k < n_out; ++k) {
-    const uint32_t v = call.outputs()->Get(k);
-    out[k] = values[v];
-    tensor_shape(*caller.values()->Get(v), &out[k]);  // outputs arrive with their planned (max) dims
-    out[k].data = values[v].data;
+    void* data = out[k].data;
+    tensor_shape(*caller.values()->Get(out_values[k]), &out[k]);
+    out[k].data = data;
   }
-  if (slot.fallback != nullptr) {
-    GraphRunner& r = *slot.fallback;
-    const fb::Graph& g = r.graph().graph();
-    for (uint32_t k = 0; k < n_in; ++k) r.bind_value(g.inputs()->Get(k)->value(), in[k]);
-    for (uint32_t k = 0; k < n_out; ++k) r.bind_value(g.outputs()->Get(k)->value(), out[k]);
-    KernelContext kernel_ctx;
-    kernel_ctx.pool = m.pool_;
-    kernel_ctx.scratch = m.scratch_;
-    EMBER_RETURN_IF_ERROR(r.run(kernel_ctx, &m.abort_, nullptr, nullptr, ctx));
-    for (uint32_t k = 0; k < n_out; ++k) out[k] = r.value(g.outputs()->Get(k)->value());
-  } else {
-    BackendExecuteContext exec_ctx;
-    exec_ctx.pool = m.pool_;
-    exec_ctx.scratch = m.scratch_;
-    exec_ctx.error = ctx;
-    exec_ctx.abort = &m.abort_;
-    const Status status = slot.backend->execute(exec_ctx, slot.handle, Span<const TensorView>(in, n_in),
-                                                Span<TensorView>(out, n_out));
-    if (!status.is_ok()) {
-      if (ctx && !ctx->has_error()) ctx->instruction = static_cast<int32_t>(instruction);
-      return EMBER_FAIL(ctx, status.code(), "delegate %u (backend '%s') failed at instruction %u", call.index(),
-                        slot.backend_id, instruction);
-    }
-  }
-  // A backend is trusted code, but a wrong rank or a dim past the declared max would overflow
-  // dst.dims or let the next kernels run past planned memory: check before copying.
-  for (uint32_t k = 0; k < n_out; ++k) {
-    const fb::Tensor& t = m.runner_.graph().value(call.outputs()->Get(k));
-    const uint32_t rank = size_of(t.dims());
-    bool ok = out[k].rank == rank;
-    for (uint32_t d = 0; ok && d < rank; ++d) ok = out[k].dims[d] >= 0 && out[k].dims[d] <= t.dims()->Get(d)->max();
-    if (!ok) {
-      if (ctx && !ctx->has_error()) ctx->instruction = static_cast<int32_t>(instruction);
-      return EMBER_FAIL(ctx, Error::BackendFailed,
-                        "delegate %u (backend '%s') at instruction %u returned output %u with rank %u or dims beyond "
-                        "the declared rank %u / max dims", call.index(), slot.backend_id, instruction, k,
-                        static_cast<unsigned>(out[k].rank), rank);
-    }
-  }
+  r.bind_io(Span<const TensorView>(in, n_in), Span<const TensorView>(out, n_out));
+  KernelContext kernel_ctx;
+  kernel_ctx.pool = m.pool_;
+  kernel_ctx.scratch = m.scratch_;
+  EMBER_RETURN_IF_ERROR(r.run(kernel_ctx, &m.abort_, nullptr, nullptr, ctx));
+  r.read_outputs(Span<TensorView>(out, n_out));
   for (uint32_t k = 0; k < n_out; ++k) {  // actual output sizes (symbolic delegates)
-    TensorView& dst = values[call.outputs()->Get(k)];
+    TensorView& dst = values[out_values[k]];
     dst.rank = out[k].rank;
     for (int d = 0; d < out[k].rank; ++d) dst.dims[d] = out[k].dims[d];
   }
@@ -353,11 +492,18 @@ Status Method::run_delegate(void* self, uint32_t instruction, const fb::Delegate
 
 const char* Method::instruction_backend(size_t i) const {
   if (i >= instruction_count()) return "";
+  if (whole_ != nullptr) return whole_->label;
   const fb::Instruction* ins = method_->graph()->instructions()->Get(static_cast<uint32_t>(i));
   if (ins->args_type() == fb::InstructionArgs::DelegateCall) {
     return delegates_[ins->args_as_DelegateCall()->index()].label;
   }
   return runner_.instruction_library(static_cast<uint32_t>(i));
+}
+
+MemoryRequirements Method::delegate_memory(uint32_t i) const {
+  const DelegateSlot* slot = i == DelegateMeta::kWholeMethod ? whole_ : (i < delegate_count_ ? &delegates_[i] : nullptr);
+  if (slot == nullptr || slot->backend == nullptr) return MemoryRequirements();
+  return slot->backend->memory_requirements(slot->handle);
 }
 
 }  // namespace ember

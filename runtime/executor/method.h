@@ -42,15 +42,22 @@ class Method {
   Status execute(ErrorContext* ctx = nullptr);
   // Calls `tracer` around every instruction of execute() (null = off). Borrowed: it must outlive
   // the Method or be reset first.
-  void set_event_tracer(EventTracer* tracer) { runner_.set_event_tracer(tracer); }
+  void set_event_tracer(EventTracer* tracer) {
+    runner_.set_event_tracer(tracer);
+    tracer_ = tracer;
+  }
   // Asks a running (or the next) execute() to stop between instructions with Cancelled.
   void request_abort() { abort_.store(true); }
 
   MethodMeta meta() const { return meta_; }
   size_t instruction_count() const;
   // What runs instruction i: a kernel library ("cpu", "reference"), or for a delegate call the
-  // backend id, or "portable (fallback for <id>)".
+  // backend's name, or "portable (fallback for <id>)"; "<backend> (whole method)" for every
+  // instruction when a backend runs the whole body.
   const char* instruction_backend(size_t i) const;
+  // What delegate i's backend took at init (Backend::memory_requirements); equal to
+  // meta().delegate(i)->memory. i may be DelegateMeta::kWholeMethod. Zero on portable kernels.
+  MemoryRequirements delegate_memory(uint32_t i) const;
 
  private:
   friend class Program;
@@ -58,7 +65,8 @@ class Method {
     const Backend* backend = nullptr;
     DelegateHandle* handle = nullptr;
     GraphRunner* fallback = nullptr;
-    const char* backend_id = "";
+    const char* backend_id = "";   // exported for
+    const char* runs_on = "";      // registry name
     char label[64] = {0};
   };
   Method() = default;
@@ -67,6 +75,13 @@ class Method {
  private:
   static Status run_delegate(void* self, uint32_t instruction, const fb::DelegateCall& call, TensorView* values,
                              ErrorContext* ctx);
+  // Runs `slot` on views of the caller's values, waits for it, checks and copies the output dims.
+  Status call_backend(DelegateSlot& slot, uint32_t instruction, const char* what, Span<const TensorView> in,
+                      Span<TensorView> out, const fb::Graph& caller, const uint32_t* out_values, ErrorContext* ctx);
+  Status execute_whole(ErrorContext* ctx);
+  static Status init_backend(const Program& program, const char* method_name, uint32_t index, const fb::Delegate* del,
+                             const fb::Graph& graph, const Backend* backend, const char* backend_name,
+                             BumpAllocator& alloc, DelegateSlot& slot, ErrorContext* ctx);
   void destroy_delegates();
 
   const Program* program_ = nullptr;
@@ -75,6 +90,8 @@ class Method {
   GraphRunner runner_;
   DelegateSlot* delegates_ = nullptr;
   uint32_t delegate_count_ = 0;
+  DelegateSlot* whole_ = nullptr;  // set when a backend runs the whole body
+  EventTracer* tracer_ = nullptr;
   Span<uint8_t> scratch_;
   ThreadPool* pool_ = nullptr;  // copied at load: execute() never touches the Program's context
   std::atomic<bool> abort_{false};

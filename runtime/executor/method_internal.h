@@ -13,9 +13,10 @@ namespace internal {
 
 const fb::Method* find_method(const fb::Program& program, const char* name);
 
-// The backend that will run delegate `d`, or null when it falls back to portable kernels (or fails,
-// with fallback = Fail). Same answer at meta and load time, so byte counts are exact.
-const Backend* choose_backend(const Program& program, const fb::Delegate& delegate);
+// Compile specs of a delegate as views into the program (count: size of delegate.compile_specs(),
+// at most kMaxCompileSpecs, checked by the caller).
+constexpr uint32_t kMaxCompileSpecs = 64;
+void read_compile_specs(const fb::Delegate& delegate, CompileSpec* out);
 
 size_t method_allocator_bytes(const Program& program, const fb::Method& method);
 // MethodMeta::scratch_bytes(): the file's figure or the bound kernels' need, the larger.

@@ -5,6 +5,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "runtime/backend/backend.h"
 #include "runtime/core/status.h"
 #include "runtime/core/tensor_view.h"
 #include "runtime/program/graph_view.h"
@@ -27,11 +28,25 @@ struct ArenaMeta {
   uint64_t size = 0;
 };
 
+// A delegate of a method as this load runs it: which backend, why, and the memory its init takes.
+struct DelegateMeta {
+  static constexpr uint32_t kWholeMethod = BackendLoadContext::kWholeMethod;
+  uint32_t index = 0;             // the delegate's index, or kWholeMethod (a backend runs the body)
+  const char* exported_for = "";  // the backend id in the file ("" for a whole body)
+  const char* runs_on = "";       // a registry name, "portable", or "" (none can: load_method fails)
+  const char* reason = "";        // why (runner --info prints it)
+  uint32_t instruction_count = 0;
+  MemoryRequirements memory;      // what init() takes (Backend::plan_memory); zero on portable kernels
+};
+
+class Program;
+
 class MethodMeta {
  public:
   MethodMeta() = default;
-  MethodMeta(const fb::Method* method, size_t method_allocator_bytes, size_t scratch_bytes)
-      : method_(method), method_allocator_bytes_(method_allocator_bytes), scratch_bytes_(scratch_bytes) {}
+  MethodMeta(const Program* program, const fb::Method* method, size_t method_allocator_bytes, size_t scratch_bytes)
+      : program_(program), method_(method), method_allocator_bytes_(method_allocator_bytes),
+        scratch_bytes_(scratch_bytes) {}
 
   const char* name() const;
   size_t input_count() const;
@@ -48,9 +63,17 @@ class MethodMeta {
   size_t scratch_bytes() const { return scratch_bytes_; }
   size_t instruction_count() const;
   size_t delegate_count() const;
-  const char* delegate_backend(size_t i) const;  // "" when out of range
+  const char* delegate_backend(size_t i) const;  // the id in the file; "" when out of range
+  // Delegate i as this load runs it (i < delegate_count(), or DelegateMeta::kWholeMethod: the body,
+  // which is on the portable kernels unless a backend takes it whole). Asks the backend's
+  // plan_memory(): nothing is allocated. Errors: InvalidArgument (index), what plan_memory returns.
+  Result<DelegateMeta> delegate(uint32_t i, ErrorContext* ctx = nullptr) const;
+  // The bytes the backends' init() take for this method, by domain, summed over its delegates
+  // (program state excluded: Program::state()).
+  Result<MemoryRequirements> backend_memory(ErrorContext* ctx = nullptr) const;
 
  private:
+  const Program* program_ = nullptr;
   const fb::Method* method_ = nullptr;
   size_t method_allocator_bytes_ = 0;
   size_t scratch_bytes_ = 0;

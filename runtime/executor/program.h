@@ -47,19 +47,47 @@ class Program {
   const RuntimeContext& runtime() const { return runtime_; }
   const LoadOptions& options() const { return options_; }
   // Program-level state: one zero-initialized buffer per StateDecl, its dims resolved with the
-  // load-time symbol values (LoadOptions::symbols; others at their max).
+  // load-time symbol values (LoadOptions::symbols; others at their max). Host state (read by the
+  // portable kernels or a backend that does not own state) is in host memory from
+  // RuntimeContext::device_allocator (or platform_aligned_alloc); state that a backend owns is in
+  // that backend's memory (`data` is null: the host never holds a copy).
   struct State {
     const char* name = "";
-    uint8_t* data = nullptr;
+    uint8_t* data = nullptr;             // host state; null when a backend owns it
     uint64_t nbytes = 0;
     int64_t dims[kMaxRank] = {0};
+    ScalarType dtype = ScalarType::Invalid;
+    uint8_t rank = 0;
+    MemoryDomain domain = MemoryDomain::Host;
+    const char* owner = "program";       // "program" (host), or the owning backend's registry name
+    const Backend* backend = nullptr;    // the owner, or null
+    StateBuffer* buffer = nullptr;       // the owner's buffer, or null
+    MemoryRequirements memory;           // bytes by domain (host state: host_bytes = nbytes)
   };
+  size_t state_count() const { return state_count_; }
+  const State& state(size_t i) const { return states_[i]; }
   const State* find_state(const char* name) const;  // null when absent
-  uint8_t* state_data(const char* name) const;      // null when absent
+  uint8_t* state_data(const char* name) const;      // null when absent or not in host memory
+
+  // Which backend runs each delegate of each method, chosen at load (LoadOptions::backends), and
+  // why: runner --info prints it. `delegate` is the delegate index, or kWholeMethod for the
+  // Method's whole body. Null when there is no such delegate.
+  struct BackendChoice {
+    const Backend* backend = nullptr;  // null: the portable kernels
+    const char* name = "portable";     // registry name, or "portable"
+    char reason[160] = {0};
+  };
+  static constexpr uint32_t kWholeMethod = BackendLoadContext::kWholeMethod;
+  const BackendChoice* backend_choice(const fb::Method& method, uint32_t delegate) const;
+  // The symbol values chosen at load (copied from LoadOptions::symbols).
+  Span<const SymbolValue> load_symbols() const { return Span<const SymbolValue>(symbols_, symbol_count_); }
 
  private:
+  static constexpr size_t kMaxLoadNames = 16;
   Program() = default;
   void release();
+  Status choose_backends(ErrorContext* ctx);
+  Status claim_states(ErrorContext* ctx);
 
   FileHeader header_;
   FreeableBuffer flatbuffer_bytes_;
@@ -70,8 +98,16 @@ class Program {
   size_t segment_count_ = 0;
   State* states_ = nullptr;
   size_t state_count_ = 0;
+  BackendChoice* choices_ = nullptr;  // per method: the whole-body choice, then one per delegate
+  uint32_t* choice_begin_ = nullptr;  // per method: index of its whole-body choice in choices_
+  size_t choice_count_ = 0;
   RuntimeContext runtime_;
-  LoadOptions options_;
+  LoadOptions options_;  // its spans are cleared: the copies below are what the Program keeps
+  SymbolValue symbols_[kMaxLoadNames];
+  size_t symbol_count_ = 0;
+  const char* priority_[kMaxLoadNames] = {};  // registry names (the registry outlives the Program)
+  size_t priority_count_ = 0;
+  bool has_priority_ = false;  // LoadOptions::backends was not empty (even if none is registered)
 };
 
 }  // namespace ember

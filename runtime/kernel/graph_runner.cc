@@ -203,38 +203,48 @@ size_t GraphRunner::memory_bytes(const fb::Graph& graph) {
          align16(quantized_values(graph) * sizeof(QuantView));
 }
 
-size_t GraphRunner::scratch_bytes(const fb::Graph& graph, const KernelRegistry* kernels, size_t threads) {
-  if (kernels == nullptr) return 0;
-  size_t most = 0;
+KernelKey GraphRunner::kernel_key(const fb::Graph& graph, const fb::KernelCall& call) {
   auto view_of = [&](int32_t v) {
     TensorView view;
     if (v < 0) return view;
-    const fb::Tensor& t = *graph.values()->Get(static_cast<uint32_t>(v));
-    tensor_shape(t, &view);
+    tensor_shape(*graph.values()->Get(static_cast<uint32_t>(v)), &view);
     return view;
   };
+  const uint32_t n_in = size_of(call.inputs()), n_out = size_of(call.outputs());
+  if (n_in + n_out > static_cast<uint32_t>(kMaxKernelArgs)) return KernelKey{};  // bind() reports it
+  TensorView in[kMaxKernelArgs], out[kMaxKernelArgs];
+  QuantView quant[kMaxKernelArgs];  // layouts only: what the key needs
+  for (uint32_t k = 0; k < n_in; ++k) {
+    const int32_t v = call.inputs()->Get(k);
+    in[k] = view_of(v);
+    const fb::QuantInfo* q = v >= 0 ? graph.values()->Get(static_cast<uint32_t>(v))->quant() : nullptr;
+    if (q != nullptr && in[k].rank == 2 && size_of(q->block()) == 2) {
+      quant[k].layout = classify_quant(in[k].dtype, static_cast<ScalarType>(q->scale_dtype()), in[k].dims[0],
+                                       in[k].dims[1], q->block()->Get(0), q->block()->Get(1), q->global_scale() >= 0);
+      in[k].quant = &quant[k];
+    }
+  }
+  for (uint32_t k = 0; k < n_out; ++k) out[k] = view_of(static_cast<int32_t>(call.outputs()->Get(k)));
+  return make_kernel_key(static_cast<OpCode>(call.op()), in, n_in, out, n_out);
+}
+
+size_t GraphRunner::scratch_bytes(const fb::Graph& graph, const KernelRegistry* kernels, size_t threads) {
+  if (kernels == nullptr) return 0;
+  size_t most = 0;
   for (uint32_t i = 0; i < size_of(graph.instructions()); ++i) {
     const fb::Instruction& ins = *graph.instructions()->Get(i);
     if (ins.args_type() != fb::InstructionArgs::KernelCall) continue;
     const fb::KernelCall& call = *ins.args_as_KernelCall();
     const uint32_t n_in = size_of(call.inputs()), n_out = size_of(call.outputs());
     if (n_in + n_out > static_cast<uint32_t>(kMaxKernelArgs)) continue;  // bind() reports it
+    const KernelRegistry::Entry* entry = kernels->find(kernel_key(graph, call));
+    if (entry == nullptr || entry->scratch == nullptr) continue;
     TensorView in[kMaxKernelArgs], out[kMaxKernelArgs];
-    QuantView quant[kMaxKernelArgs];  // layouts only: what the key needs
     for (uint32_t k = 0; k < n_in; ++k) {
       const int32_t v = call.inputs()->Get(k);
-      in[k] = view_of(v);
-      const fb::QuantInfo* q = v >= 0 ? graph.values()->Get(static_cast<uint32_t>(v))->quant() : nullptr;
-      if (q != nullptr && in[k].rank == 2 && size_of(q->block()) == 2) {
-        quant[k].layout = classify_quant(in[k].dtype, static_cast<ScalarType>(q->scale_dtype()), in[k].dims[0],
-                                         in[k].dims[1], q->block()->Get(0), q->block()->Get(1), q->global_scale() >= 0);
-        in[k].quant = &quant[k];
-      }
+      if (v >= 0) tensor_shape(*graph.values()->Get(static_cast<uint32_t>(v)), &in[k]);
     }
-    for (uint32_t k = 0; k < n_out; ++k) out[k] = view_of(static_cast<int32_t>(call.outputs()->Get(k)));
-    const KernelRegistry::Entry* entry =
-        kernels->find(make_kernel_key(static_cast<OpCode>(call.op()), in, n_in, out, n_out));
-    if (entry == nullptr || entry->scratch == nullptr) continue;
+    for (uint32_t k = 0; k < n_out; ++k) tensor_shape(*graph.values()->Get(call.outputs()->Get(k)), &out[k]);
     OpAttrs attrs;
     decode_attrs(call, &attrs);
     const size_t need = entry->scratch(attrs, in, n_in, out, n_out, threads);
@@ -312,7 +322,7 @@ Status GraphRunner::bind(const GraphView& graph, const KernelRegistry* kernels, 
         b->output_count = static_cast<uint8_t>(size_of(call.outputs()));
         for (uint32_t k = 0; k < b->input_count; ++k) args_[next_arg++] = call.inputs()->Get(k);
         for (uint32_t k = 0; k < b->output_count; ++k) args_[next_arg++] = static_cast<int32_t>(call.outputs()->Get(k));
-        EMBER_RETURN_IF_ERROR(bind_kernel(i, call, kernels, &missing, ctx));
+        if (!values_only_) EMBER_RETURN_IF_ERROR(bind_kernel(i, call, kernels, &missing, ctx));
         break;
       }
       case fb::InstructionArgs::DelegateCall: b->kind = BoundKind::Delegate; break;
@@ -349,7 +359,7 @@ Status GraphRunner::bind(const GraphView& graph, const KernelRegistry* kernels, 
   }
   // Check every kernel's output shape at the upper bounds against what the file declares, so a
   // kernel can never write past its planned bytes.
-  for (uint32_t i = 0; i < instruction_count_; ++i) {
+  for (uint32_t i = 0; !values_only_ && i < instruction_count_; ++i) {
     const Bound& b = instructions_[i];
     if (b.kind != BoundKind::Kernel) continue;
     TensorView in[kMaxKernelArgs], out[kMaxKernelArgs];
@@ -454,8 +464,20 @@ Status GraphRunner::set_input_dims(uint32_t input, Span<const int64_t> dims, Err
 void GraphRunner::bind_value(uint32_t value, const TensorView& view) {
   TensorView& v = values_[value];
   v.data = view.data;
+  v.domain = view.domain;
   v.rank = view.rank;
   for (int d = 0; d < view.rank; ++d) v.dims[d] = view.dims[d];
+}
+
+void GraphRunner::bind_io(Span<const TensorView> inputs, Span<const TensorView> outputs) {
+  const fb::Graph& g = graph_.graph();
+  for (size_t k = 0; k < inputs.size(); ++k) bind_value(g.inputs()->Get(static_cast<uint32_t>(k))->value(), inputs[k]);
+  for (size_t k = 0; k < outputs.size(); ++k) bind_value(g.outputs()->Get(static_cast<uint32_t>(k))->value(), outputs[k]);
+}
+
+void GraphRunner::read_outputs(Span<TensorView> outputs) const {
+  const fb::Graph& g = graph_.graph();
+  for (size_t k = 0; k < outputs.size(); ++k) outputs[k] = values_[g.outputs()->Get(static_cast<uint32_t>(k))->value()];
 }
 
 Status GraphRunner::derive_symbols(ErrorContext* ctx) {
@@ -522,6 +544,7 @@ Status GraphRunner::run_kernel(const Bound& b, uint32_t i, KernelContext& kernel
 
 Status GraphRunner::run(KernelContext& kernel_ctx, const std::atomic<bool>* abort, DelegateFn delegate, void* user,
                         ErrorContext* ctx) {
+  if (values_only_) return EMBER_FAIL(ctx, Error::Internal, "run() on a graph bound for its values only");
   if (symbol_count_ > 0) EMBER_RETURN_IF_ERROR(derive_symbols(ctx));
   uint32_t pc = 0;
   uint64_t steps = 0;

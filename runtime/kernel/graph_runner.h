@@ -1,7 +1,13 @@
 // GraphRunner: binds one validated Graph (a Method's body, or a GRAPH delegate run on portable
-// kernels) to kernels and memory at load, and runs it. Shared by the executor and by backends that
-// interpret graphs (backends/null), so there is one interpreter. Not thread-safe; no heap: bind()
-// takes exactly memory_bytes() from the caller's allocator and run() allocates nothing.
+// kernels) to kernels and memory at load, and runs it. There is one interpreter: the executor runs
+// Method bodies and portable fallbacks with it, and host backends embed it (backends/null,
+// backends/sim). It lives in runtime/kernel because it is the kernel library's driver: it knows
+// kernels, op shape functions and values, and nothing of backends or the executor. The two hooks
+// below are how its users plug in what it must not know: where a value's bytes live (ResolveFn,
+// called once per value at bind) and what a DelegateCall instruction does (DelegateFn; only the
+// executor's Method graphs contain them, and the executor dispatches straight to the backend).
+// Not thread-safe; no heap: bind() takes exactly memory_bytes() from the caller's allocator and
+// run() allocates nothing.
 #pragma once
 
 #include <atomic>
@@ -31,6 +37,9 @@ class GraphRunner {
 
   // Exact bytes bind() takes from its allocator for `graph` (used by MethodMeta).
   static size_t memory_bytes(const fb::Graph& graph);
+  // The key an instruction of a validated graph binds by (dtypes, dim order, weight quant layout at
+  // the declared dims): what Backend::supports() is asked at load.
+  static KernelKey kernel_key(const fb::Graph& graph, const fb::KernelCall& call);
   // Scratch the graph's kernels need at the upper-bound shapes with `threads` workers: the largest
   // ScratchFn result over its kernel instructions (0 without kernels or scratch functions).
   static size_t scratch_bytes(const fb::Graph& graph, const KernelRegistry* kernels, size_t threads);
@@ -40,6 +49,10 @@ class GraphRunner {
   // `debug` (may be null) names nodes in messages. `graph` must outlive the runner.
   Status bind(const GraphView& graph, const KernelRegistry* kernels, const fb::DebugInfo* debug,
               BumpAllocator& allocator, ResolveFn resolve, void* user, ErrorContext* ctx);
+  // Before bind(): bind values only (views, symbols, I/O), no kernels and no shape checks; run() then
+  // fails with Internal. For a Method whose whole body a backend runs: the executor still owns its
+  // I/O views. Takes the same memory_bytes().
+  void set_values_only(bool values_only) { values_only_ = values_only; }
 
   // Runs every instruction; Cancelled when *abort becomes true between instructions.
   Status run(KernelContext& kernel_ctx, const std::atomic<bool>* abort, DelegateFn delegate,
@@ -50,6 +63,11 @@ class GraphRunner {
   Status set_input_dims(uint32_t input, Span<const int64_t> dims, ErrorContext* ctx);
   // Binds data and dims of a value whose storage is provided by the caller (delegate I/O).
   void bind_value(uint32_t value, const TensorView& view);
+  // Delegate I/O in one call: binds the graph's inputs and outputs to these views (data, dims,
+  // domain), in the graph's order; the counts must equal the graph's (checked by the validator).
+  void bind_io(Span<const TensorView> inputs, Span<const TensorView> outputs);
+  // After run(): the graph's outputs (their actual dims) into `outputs`, in the graph's order.
+  void read_outputs(Span<TensorView> outputs) const;
 
   TensorView* values() { return values_; }
   const TensorView& value(uint32_t v) const { return values_[v]; }
@@ -87,6 +105,7 @@ class GraphRunner {
   uint32_t value_count_ = 0;
   uint32_t instruction_count_ = 0;
   uint32_t symbol_count_ = 0;
+  bool values_only_ = false;
 };
 
 }  // namespace ember

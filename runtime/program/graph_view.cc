@@ -24,6 +24,16 @@ const uint8_t* GraphView::constant_data(uint32_t index) const {
   return segments_[c->segment()].data + c->offset();
 }
 
+bool GraphView::is_io(uint32_t index) const {
+  for (uint32_t i = 0; i < input_count(); ++i) {
+    if (input_value(i) == index) return true;
+  }
+  for (uint32_t i = 0; i < output_count(); ++i) {
+    if (output_value(i) == index) return true;
+  }
+  return false;
+}
+
 TensorView GraphView::tensor(uint32_t index) const {
   TensorView view;
   tensor_shape(value(index), &view);

@@ -36,6 +36,8 @@ class GraphView {
   TensorView tensor(uint32_t index) const;
   // The bytes of a Constant value, or null.
   const uint8_t* constant_data(uint32_t index) const;
+  // Whether a value is one of the graph's inputs or outputs (O(inputs + outputs)).
+  bool is_io(uint32_t index) const;
 
  private:
   const fb::Graph* graph_ = nullptr;

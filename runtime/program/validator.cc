@@ -281,8 +281,10 @@ class GraphValidator {
         return Status::ok();
       }
       case fb::Storage::StateStorage: {
-        if (is_delegate_) return fail_value(v, "delegate graphs cannot use state");
-        if (io) return fail_value(v, "a method input/output cannot be state");
+        // A delegate graph may name state (its backend claims it at load, runtime/backend/README.md);
+        // state is never passed as I/O, to a method or to a delegate.
+        if (io) return fail_value(v, is_delegate_ ? "a delegate input/output cannot be state"
+                                                  : "a method input/output cannot be state");
         const char* name = t.storage_as_StateStorage()->name()->c_str();
         for (uint32_t s = 0; s < size_of(program_.states()); ++s) {
           const fb::StateDecl* decl = program_.states()->Get(s);

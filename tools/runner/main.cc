@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "backends/null/register.h"
+#include "backends/builtin.h"
 #include "kernels/builtin.h"
 #include "runtime/core/data_loader.h"
 #include "runtime/core/event_tracer.h"
@@ -47,6 +47,79 @@ std::string dims_string(const int64_t* dims, int rank, const char* const* symbol
 
 
 
+
+std::string bytes_string(uint64_t bytes) {
+  char text[32];
+  if (bytes >= (uint64_t{1} << 20)) {
+    std::snprintf(text, sizeof(text), "%.1f MiB", static_cast<double>(bytes) / (1 << 20));
+  } else if (bytes >= 1024) {
+    std::snprintf(text, sizeof(text), "%.1f KiB", static_cast<double>(bytes) / 1024);
+  } else {
+    std::snprintf(text, sizeof(text), "%" PRIu64 " B", bytes);
+  }
+  return text;
+}
+
+std::string memory_string(const MemoryRequirements& m) {
+  return "host " + bytes_string(m.host_bytes) + ", pinned " + bytes_string(m.pinned_bytes) + ", device " +
+         bytes_string(m.device_bytes);
+}
+
+// Per delegate: the backend chosen at load and why, and the bytes its init() takes (plan_memory);
+// then the totals per backend, program state included.
+void print_backend_plan(const Program& p, const MethodMeta& meta) {
+  struct Total {
+    std::string backend;
+    MemoryRequirements memory;
+  };
+  std::vector<Total> totals;
+  auto add = [&](const std::string& backend, const MemoryRequirements& m) {
+    for (Total& t : totals) {
+      if (t.backend == backend) {
+        t.memory += m;
+        return;
+      }
+    }
+    totals.push_back(Total{backend, m});
+  };
+  ErrorContext ctx;
+  Result<DelegateMeta> body = meta.delegate(DelegateMeta::kWholeMethod, &ctx);
+  if (!body.is_ok()) fail(body.status(), ctx, "planning the method body");
+  if (std::strcmp(body->runs_on, "portable") != 0) {
+    std::printf("  whole method -> %s (%s): %s\n", body->runs_on, body->reason, memory_string(body->memory).c_str());
+    add(body->runs_on, body->memory);
+  } else if (body->reason[0] != '\0' && std::strcmp(body->reason, "portable kernels") != 0) {
+    std::printf("  whole method -> portable (%s)\n", body->reason);
+  }
+  for (uint32_t d = 0; d < meta.delegate_count(); ++d) {
+    Result<DelegateMeta> del = meta.delegate(d, &ctx);
+    if (!del.is_ok()) fail(del.status(), ctx, "planning delegate " + std::to_string(d));
+    std::printf("  delegate %u (%u instructions, exported for %s) -> %s (%s)", d, del->instruction_count,
+                del->exported_for, del->runs_on[0] ? del->runs_on : "none", del->reason);
+    if (del->runs_on[0] != '\0' && std::strcmp(del->runs_on, "portable") != 0) {
+      std::printf(": %s", memory_string(del->memory).c_str());
+      add(del->runs_on, del->memory);
+    }
+    std::printf("\n");
+  }
+  MemoryRequirements host_state;
+  for (size_t s = 0; s < p.state_count(); ++s) {
+    const Program::State& state = p.state(s);
+    if (state.backend != nullptr) {
+      add(state.owner, state.memory);
+    } else {
+      host_state += state.memory;
+    }
+  }
+  if (p.state_count() > 0) {
+    std::printf("  program state: %zu tensors", p.state_count());
+    const Program::State& first = p.state(0);
+    std::printf(" (e.g. '%s' %s, %s, in %s memory of %s)\n", first.name, to_string(first.dtype),
+                bytes_string(first.nbytes).c_str(), to_string(first.domain), first.owner);
+  }
+  if (host_state.host_bytes > 0) add("program (host state)", host_state);
+  for (const Total& t : totals) std::printf("  memory of %s: %s\n", t.backend.c_str(), memory_string(t.memory).c_str());
+}
 
 int run_info(const Options& o) {
   auto s = open_program(o.info, o);
@@ -92,6 +165,8 @@ int run_info(const Options& o) {
     }
     std::printf("  method allocator: %zu bytes, scratch: %zu bytes\n", meta->method_allocator_bytes(),
                 meta->scratch_bytes());
+    // Which backend runs what, why, and what its init will take: asked before the method loads.
+    print_backend_plan(p, meta.value());
     MethodMemory memory(meta.value());
     Result<Method> method = p.load_method(meta->name(), *memory.plan, &ctx);
     if (!method.is_ok()) fail(method.status(), ctx, std::string("cannot load method '") + meta->name() + "'");
@@ -366,8 +441,10 @@ int main(int argc, char** argv) {
   app.add_option("--iterations", o.iterations, "Times to execute (latency = median)")->capture_default_str();
   app.add_option("--threads", o.threads, "Thread pool size, caller included")->capture_default_str();
   app.add_option("--backends", o.backends,
-                 "Backends delegates may use, e.g. null,portable (portable = fall back to portable kernels; "
-                 "default: every registered backend, with fallback)");
+                 "Backends in priority order, e.g. sim,portable: each delegate (or a method without delegates, "
+                 "whole) runs on the first listed backend that supports all its instructions; 'portable' "
+                 "allows the portable kernels to run what none takes. Default: the backends the program "
+                 "was exported for, with fallback. This build has: " + std::string(builtin_backend_names()));
   app.add_option("--verify", o.verification, "full | structural (skip weight hashes) | trusted")->capture_default_str();
   app.add_flag("--mmap", o.mmap, "Map the file instead of reading it");
   app.add_option("--seed", o.seed, "Seed for random inputs (LLM: the sampling seed)")->capture_default_str();

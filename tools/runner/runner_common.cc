@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <cstring>
 
-#include "backends/null/register.h"
+#include "backends/builtin.h"
 #include "kernels/builtin.h"
 #include "runtime/platform/platform.h"
 
@@ -27,7 +27,7 @@ AlignedBuffer::~AlignedBuffer() { platform_aligned_free(data); }
 std::unique_ptr<Session> open_program(const std::string& path, const Options& o) {
   auto s = std::make_unique<Session>();
   if (!register_builtin(s->kernels).is_ok()) fail("kernel registration failed");
-  if (!backends::null_backend::register_backend(s->backends).is_ok()) fail("backend registration failed");
+  if (!register_builtin_backends(s->backends).is_ok()) fail("backend registration failed");
   if (o.threads < 1 || o.threads > 64) fail("--threads must be in 1..64, got " + std::to_string(o.threads));
   s->pool = std::make_unique<FixedThreadPool>(static_cast<size_t>(o.threads));
 
@@ -45,7 +45,7 @@ std::unique_ptr<Session> open_program(const std::string& path, const Options& o)
       if (name == "portable") {
         portable = true;
       } else if (s->backends.find(name.c_str()) == nullptr) {
-        fail("--backends: unknown backend '" + name + "' (this build has: null, portable)");
+        fail("--backends: unknown backend '" + name + "' (this build has: " + builtin_backend_names() + ", portable)");
       } else {
         s->backend_names.push_back(name);
       }

@@ -437,6 +437,10 @@ class BadShapeBackend final : public Backend {
  public:
   explicit BadShapeBackend(bool bad_rank) : bad_rank_(bad_rank) {}
   bool is_available(const RuntimeContext&) const override { return true; }
+  bool supports(const RuntimeContext&, const KernelKey&) const override { return true; }
+  Result<MemoryRequirements> plan_memory(BackendLoadContext&, const GraphView&, Span<const CompileSpec>) const override {
+    return MemoryRequirements();
+  }
   Result<DelegateHandle*> init(BackendInitContext&, const GraphView&, Span<const CompileSpec>) const override {
     static int token = 0;
     return reinterpret_cast<DelegateHandle*>(&token);
