@@ -8,13 +8,16 @@
 //  - greedy generation by the Engine of the three prompts at once, with chunked prefill (8 tokens a
 //    step) and with a pool so small that sequences are preempted and recomputed: the ids equal the
 //    independent numpy forward pass's (tests/llm/reference_forward.py, recorded in reference.json);
-//  - batch invariance: a sequence's logits are bitwise the same alone and batched with others.
+//  - batch invariance: a sequence's logits are bitwise the same alone and batched with others;
+//  - Engine::init refuses step methods whose outputs it cannot use (wrong dtype, missing, wrong dims)
+//    and accepts one without `logits`.
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -57,16 +60,19 @@ Reference load_reference(const std::string& name) {
   return r;
 }
 
-// An exported step program, loaded with `num_blocks` KV blocks.
+// An exported step program, loaded with `num_blocks` KV blocks; `edit` may change the graph before
+// it is exported.
 struct LlmProgram {
-  LlmProgram(const std::string& name, int64_t num_blocks, int64_t max_tokens = 64, int64_t max_seqs = 4) {
+  LlmProgram(const std::string& name, int64_t num_blocks, int64_t max_tokens = 64,
+             const std::function<void(exporter::Graph&)>& edit = {}) {
     exporter::hf::StepOptions options;
-    options.max_seqs = max_seqs;
+    options.max_seqs = 4;
     options.max_tokens = max_tokens;
     options.max_context = 64;
     options.block_size = 4;
     options.kv_dtype = ScalarType::F32;
     imported = exporter::hf::import_step(std::string(EMBER_LLM_CHECKPOINTS) + "/" + name, options);
+    if (edit) edit(imported.graph);
     bytes = testing::export_program(std::move(imported.graph)).program.bytes;
     symbol = SymbolValue{"num_blocks", num_blocks};
     load.symbols = Span<const SymbolValue>(&symbol, 1);
@@ -82,6 +88,13 @@ struct LlmProgram {
     return l;
   }
   int64_t max_tokens() const { return method->method().meta().input(0).value().max_dims[0]; }
+  int32_t vocab_size() const { return static_cast<int32_t>(imported.config.vocab_size); }
+  std::vector<std::string> output_names() const {
+    std::vector<std::string> names;
+    const MethodMeta meta = method->method().meta();
+    for (size_t i = 0; i < meta.output_count(); ++i) names.push_back(meta.output(i).value().name);
+    return names;
+  }
 
   exporter::hf::StepImport imported;
   std::vector<uint8_t> bytes;
@@ -116,6 +129,7 @@ TEST(LlmEndToEnd, LogitsOfEveryPositionMatchTransformers) {
     const Reference ref = load_reference(f.name);
     LlmProgram p(f.name, 64);
     ASSERT_TRUE(p.method->ok()) << p.method->ctx().message;
+    ASSERT_EQ(p.output_names(), (std::vector<std::string>{"next_ids", "logprobs", "logits"}));
     Method& m = p.method->method();
     const int64_t vocab = ref.logits.dims[1];
     int32_t block = 0;
@@ -168,18 +182,23 @@ TEST(LlmEndToEnd, LogitsOfEveryPositionMatchTransformers) {
 
 struct Generation {
   std::vector<std::vector<int32_t>> ids;          // per request
-  std::vector<std::vector<std::vector<float>>> logits;  // per request, per sampled token
+  std::vector<std::vector<std::vector<float>>> logits;  // per request, per sampled token (empty without)
+  bool has_logits = false;                        // Engine::has_logits()
   int32_t preemptions = 0;
 };
 
-Generation generate(LlmProgram& p, const std::vector<std::vector<int32_t>>& prompts, int32_t num_blocks, int32_t max_new) {
+Generation generate(LlmProgram& p, const std::vector<std::vector<int32_t>>& prompts, int32_t num_blocks,
+                    int32_t max_new) {
   Generation g;
   llm::Engine engine;
   const llm::SchedulerLimits limits = p.limits(static_cast<int32_t>(prompts.size()));
   std::vector<uint8_t> memory(llm::Engine::memory_bytes(limits, num_blocks));
   ErrorContext ctx;
-  EXPECT_TRUE(engine.init(p.method->method(), limits, num_blocks, Span<const int32_t>(), Span<uint8_t>(memory.data(), memory.size()), &ctx).is_ok())
+  EXPECT_TRUE(engine.init(p.method->method(), limits, num_blocks, p.vocab_size(), Span<const int32_t>(),
+                          Span<uint8_t>(memory.data(), memory.size()), &ctx)
+                  .is_ok())
       << ctx.message;
+  g.has_logits = engine.has_logits();
   std::vector<int32_t> seqs;
   llm::GenerationConfig config;
   config.max_new_tokens = max_new;
@@ -238,6 +257,7 @@ TEST(LlmEndToEnd, LogitsAreBitwiseTheSameAloneAndBatched) {
     LlmProgram p(name, 64, /*max_tokens=*/64);
     ASSERT_TRUE(p.method->ok()) << p.method->ctx().message;
     const Generation batched = generate(p, ref.prompts, 64, 8);
+    ASSERT_TRUE(batched.has_logits);
     for (size_t r = 0; r < ref.prompts.size(); ++r) {
       const Generation alone = generate(p, {ref.prompts[r]}, 64, 8);
       ASSERT_EQ(alone.logits[0].size(), batched.logits[r].size());
@@ -247,6 +267,113 @@ TEST(LlmEndToEnd, LogitsAreBitwiseTheSameAloneAndBatched) {
       }
       EXPECT_EQ(alone.ids[0], batched.ids[r]);
     }
+  }
+}
+
+// Engine::init's checks of the step method's outputs and of its own arguments, each an
+// InvalidArgument whose message names the culprit.
+TEST(LlmEndToEnd, EngineRefusesAStepMethodItCannotUse) {
+  auto output = [](exporter::Graph& g, const char* name) -> exporter::NamedValue& {
+    for (exporter::NamedValue& o : g.outputs) {
+      if (o.name == name) return o;
+    }
+    throw std::runtime_error(std::string("no output ") + name);
+  };
+  // The output `name` replaced by cast(its value, dtype).
+  auto cast_output = [&](exporter::Graph& g, const char* name, ScalarType dtype) {
+    exporter::NamedValue& out = output(g, name);
+    exporter::Value v;
+    v.name = std::string(name) + "_cast";
+    v.dtype = dtype;
+    v.dims = g.values[size_t(out.value)].dims;
+    v.producer = static_cast<int>(g.nodes.size());
+    exporter::Node n;
+    n.op = OpCode::Cast;
+    n.attrs.kind = AttrKind::Cast;
+    n.attrs.cast_to = dtype;
+    n.inputs = {out.value};
+    n.outputs = {g.add_value(std::move(v))};
+    n.name = n.source_op = std::string(name) + "_cast";
+    out.value = n.outputs[0];
+    g.nodes.push_back(std::move(n));
+  };
+  struct Case {
+    const char* what;
+    std::function<void(exporter::Graph&)> edit = {};
+    int32_t vocab_delta = 0;  // added to the model's vocab_size given to init
+    bool zero_vocab = false;  // init gets vocab_size 0
+    std::vector<int32_t> eos = {};
+    bool eos_past_vocab = false;  // eos gets the first id past the vocabulary too
+    const char* message = "";
+  };
+  const std::vector<Case> cases = {
+      {.what = "next_ids f32",
+       .edit = [&](exporter::Graph& g) { cast_output(g, "next_ids", ScalarType::F32); },
+       .message = "step output 'next_ids' is f32; expected i32"},
+      {.what = "logprobs i32",
+       .edit = [&](exporter::Graph& g) { cast_output(g, "logprobs", ScalarType::I32); },
+       .message = "step output 'logprobs' is i32; expected f32"},
+      {.what = "logits i32",
+       .edit = [&](exporter::Graph& g) { cast_output(g, "logits", ScalarType::I32); },
+       .message = "step output 'logits' is i32; expected f32"},
+      {.what = "logits as logprobs (rank 2)",
+       .edit = [&](exporter::Graph& g) {
+         output(g, "logprobs").name = "scores";
+         output(g, "logits").name = "logprobs";
+       },
+       .message = "step output 'logprobs' has rank 2"},
+      {.what = "no logprobs",
+       .edit = [&](exporter::Graph& g) { output(g, "logprobs").name = "scores"; },
+       .message = "the method has no output 'logprobs'"},
+      {.what = "no next_ids",
+       .edit = [&](exporter::Graph& g) { output(g, "next_ids").name = "ids"; },
+       .message = "the method has no output 'next_ids'"},
+      {.what = "logits columns", .vocab_delta = 1, .message = "step output 'logits' has"},
+      {.what = "vocab_size 0", .zero_vocab = true, .message = "vocab_size 0 must be >= 1"},
+      {.what = "eos -1", .eos = {-1}, .message = "EOS id -1 is outside"},
+      {.what = "eos = vocab_size", .eos = {0}, .eos_past_vocab = true, .message = "is outside [0, vocab_size"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.what);
+    LlmProgram p("qwen3_f32", 16, /*max_tokens=*/8, c.edit);
+    ASSERT_TRUE(p.method->ok()) << p.method->ctx().message;
+    const llm::SchedulerLimits limits = p.limits(1);
+    std::vector<uint8_t> memory(llm::Engine::memory_bytes(limits, 16));
+    const int32_t vocab = c.zero_vocab ? 0 : p.vocab_size() + c.vocab_delta;
+    std::vector<int32_t> eos = c.eos;
+    if (c.eos_past_vocab) eos.push_back(vocab);
+    llm::Engine engine;
+    ErrorContext ctx;
+    const Status s = engine.init(p.method->method(), limits, 16, vocab, Span<const int32_t>(eos.data(), eos.size()),
+                                 Span<uint8_t>(memory.data(), memory.size()), &ctx);
+    EXPECT_EQ(s.code(), Error::InvalidArgument);
+    EXPECT_NE(std::string(ctx.message).find(c.message), std::string::npos) << ctx.message;
+  }
+  // The program is accepted as exported and without its `logits` output, EOS = the last id; without
+  // logits, Engine::logits() is empty and generation works.
+  for (bool drop_logits : {false, true}) {
+    LlmProgram p("qwen3_f32", 16, /*max_tokens=*/8, [&](exporter::Graph& g) {
+      if (drop_logits) g.outputs.pop_back();
+      ASSERT_EQ(g.outputs.back().name, drop_logits ? "logprobs" : "logits");
+    });
+    ASSERT_TRUE(p.method->ok()) << p.method->ctx().message;
+    const llm::SchedulerLimits limits = p.limits(1);
+    std::vector<uint8_t> memory(llm::Engine::memory_bytes(limits, 16));
+    llm::Engine engine;
+    ErrorContext ctx;
+    const int32_t eos[] = {p.vocab_size() - 1};
+    EXPECT_TRUE(engine.init(p.method->method(), limits, 16, p.vocab_size(), Span<const int32_t>(eos, 1),
+                            Span<uint8_t>(memory.data(), memory.size()), &ctx)
+                    .is_ok())
+        << ctx.message;
+    EXPECT_EQ(engine.has_logits(), !drop_logits);
+    const int32_t prompt[] = {5, 9, 11};
+    Result<int32_t> seq = engine.add(Span<const int32_t>(prompt, 3), llm::GenerationConfig(), &ctx);
+    ASSERT_TRUE(seq.is_ok()) << ctx.message;
+    Result<Span<const llm::TokenEvent>> events = engine.step(&ctx);
+    ASSERT_TRUE(events.is_ok()) << ctx.message;
+    ASSERT_EQ(events.value().size(), 1u);
+    EXPECT_EQ(engine.logits(seq.value()).size(), drop_logits ? 0u : size_t(p.vocab_size()));
   }
 }
 

@@ -188,7 +188,10 @@ TEST(EngineNoHeapTest, StepsAfterTheFirstAllocateNothing) {
   Engine engine;
   ErrorContext ctx;
   const int32_t eos[] = {3};
-  ASSERT_TRUE(engine.init(lm.method(), limits, 32, Span<const int32_t>(eos, 1), Span<uint8_t>(memory.data(), memory.size()), &ctx).is_ok())
+  const int32_t vocab = static_cast<int32_t>(imported.config.vocab_size);
+  ASSERT_TRUE(engine.init(lm.method(), limits, 32, vocab, Span<const int32_t>(eos, 1),
+                          Span<uint8_t>(memory.data(), memory.size()), &ctx)
+                  .is_ok())
       << ctx.message;
   const std::vector<std::vector<int32_t>> prompts = {{5, 9, 11}, {7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17}, {100}, {42, 43}};
   GenerationConfig config;
