@@ -130,6 +130,9 @@ int run_cli(int argc, const char* const* argv, std::ostream& out, std::ostream& 
   app.add_option("--kv-dtype", kv_dtype, "LLM: KV cache dtype f32, f16, bf16 or fp8 (default: the checkpoint's)");
   app.add_option("--kv-scale", llm_options.kv_scale, "LLM: FP8 KV cache scale (stored = e4m3(x / scale))")
       ->capture_default_str();
+  app.add_flag("--emit-logits", llm_options.emit_logits,
+               "LLM: also output logits [S, vocab] f32 from `step` (for comparing with reference logits; "
+               "generation needs only the sampled ids, and the logits are the largest output of a step)");
   app.add_option("--example", example, "bundled model to export instead: mlp or cnn");
   app.add_option("-o,--output", output, "the .pte file to write")->required();
   app.add_option("--input-shape", input_shapes,
@@ -171,7 +174,8 @@ int run_cli(int argc, const char* const* argv, std::ostream& out, std::ostream& 
     }
     if (!example.empty() && !input_shapes.empty()) throw CLI::ValidationError("--input-shape applies to ONNX models only");
     const bool is_llm = !model.empty() && std::filesystem::is_directory(model);
-    for (const char* name : {"--max-seqs", "--max-tokens", "--max-context", "--block-size", "--kv-dtype", "--kv-scale"}) {
+    for (const char* name : {"--max-seqs", "--max-tokens", "--max-context", "--block-size", "--kv-dtype", "--kv-scale",
+                             "--emit-logits"}) {
       if (!is_llm && app.count(name) > 0) {
         throw CLI::ValidationError(std::string(name) + " applies to Hugging Face checkpoint folders only");
       }

@@ -13,7 +13,9 @@ constexpr const char* kInputs[15] = {"token_ids",   "positions",          "slot_
                                      "context_lens", "query_start",        "logits_indices", "temperature",
                                      "top_k",        "top_p",              "repetition_penalty", "seed",
                                      "sample_position", "history",         "history_len"};
+// logits is optional: the exporter emits it only with --emit-logits.
 constexpr const char* kOutputs[3] = {"next_ids", "logprobs", "logits"};
+enum Output { kNextIds, kLogprobs, kLogits };
 enum Input { kTokenIds, kPositions, kSlots, kTables, kLens, kStarts, kLogitsIdx, kTemperature, kTopK, kTopP,
              kPenalty, kSeed, kSamplePos, kHistory, kHistoryLen };
 
@@ -46,9 +48,10 @@ size_t Engine::memory_bytes(const SchedulerLimits& limits, int32_t num_blocks) {
          own_bytes(limits) + kAlign;
 }
 
-Status Engine::init(Method& method, const SchedulerLimits& limits, int32_t num_blocks, Span<const int32_t> eos_ids,
-                    Span<uint8_t> memory, ErrorContext* ctx) {
+Status Engine::init(Method& method, const SchedulerLimits& limits, int32_t num_blocks, int32_t vocab_size,
+                    Span<const int32_t> eos_ids, Span<uint8_t> memory, ErrorContext* ctx) {
   const MethodMeta meta = method.meta();
+  if (vocab_size < 1) return EMBER_FAIL(ctx, Error::InvalidArgument, "engine: vocab_size %d must be >= 1", vocab_size);
   // Inputs and outputs by name, with the dtypes and max dims the limits need.
   for (size_t k = 0; k < 15; ++k) {
     bool found = false;
@@ -66,17 +69,39 @@ Status Engine::init(Method& method, const SchedulerLimits& limits, int32_t num_b
     }
     if (!found) return EMBER_FAIL(ctx, Error::InvalidArgument, "engine: the method has no input '%s'", kInputs[k]);
   }
+  // next_ids [S] i32, logprobs [S] f32 and, when present, logits [S, vocab_size] f32; S >= max_seqs.
+  has_logits_ = false;
   for (size_t k = 0; k < 3; ++k) {
     bool found = false;
     for (size_t i = 0; i < meta.output_count() && !found; ++i) {
       const Result<TensorMeta> t = meta.output(i);
-      if (t.is_ok() && std::strcmp(t.value().name, kOutputs[k]) == 0) {
-        outputs_[k] = i;
-        found = true;
-        if (k == 2) vocab_ = static_cast<int32_t>(t.value().max_dims[1]);
+      if (!t.is_ok() || std::strcmp(t.value().name, kOutputs[k]) != 0) continue;
+      outputs_[k] = i;
+      found = true;
+      const TensorMeta& m = t.value();
+      const ScalarType dtype = k == kNextIds ? ScalarType::I32 : ScalarType::F32;
+      const int rank = k == kLogits ? 2 : 1;
+      if (m.dtype != dtype) {
+        return EMBER_FAIL(ctx, Error::InvalidArgument, "engine: step output '%s' is %s; expected %s", kOutputs[k],
+                          to_string(m.dtype), to_string(dtype));
+      }
+      if (int(m.rank) != rank || m.max_dims[0] < limits.max_seqs) {
+        return EMBER_FAIL(ctx, Error::InvalidArgument,
+                          "engine: step output '%s' has rank %d and up to %lld rows; expected rank %d and at least "
+                          "max_seqs %d rows", kOutputs[k], int(m.rank), static_cast<long long>(m.max_dims[0]), rank,
+                          limits.max_seqs);
+      }
+      if (k == kLogits && m.max_dims[1] != vocab_size) {
+        return EMBER_FAIL(ctx, Error::InvalidArgument,
+                          "engine: step output 'logits' has %lld columns; vocab_size is %d",
+                          static_cast<long long>(m.max_dims[1]), vocab_size);
       }
     }
-    if (!found) return EMBER_FAIL(ctx, Error::InvalidArgument, "engine: the method has no output '%s'", kOutputs[k]);
+    if (k == kLogits) {
+      has_logits_ = found;
+    } else if (!found) {
+      return EMBER_FAIL(ctx, Error::InvalidArgument, "engine: the method has no output '%s'", kOutputs[k]);
+    }
   }
   const TensorMeta tokens = meta.input(inputs_[kTokenIds]).value();
   const TensorMeta tables = meta.input(inputs_[kTables]).value();
@@ -91,6 +116,12 @@ Status Engine::init(Method& method, const SchedulerLimits& limits, int32_t num_b
   }
   if (eos_ids.size() > size_t(kMaxEos)) {
     return EMBER_FAIL(ctx, Error::InvalidArgument, "engine: %zu EOS ids (at most %d)", eos_ids.size(), kMaxEos);
+  }
+  for (size_t i = 0; i < eos_ids.size(); ++i) {
+    if (eos_ids[i] < 0 || eos_ids[i] >= vocab_size) {
+      return EMBER_FAIL(ctx, Error::InvalidArgument, "engine: EOS id %d is outside [0, vocab_size %d)", eos_ids[i],
+                        vocab_size);
+    }
   }
   if (memory.size() < memory_bytes(limits, num_blocks)) {
     return EMBER_FAIL(ctx, Error::OutOfMemory, "engine: memory of %zu bytes, %zu needed", memory.size(),
@@ -124,6 +155,7 @@ Status Engine::init(Method& method, const SchedulerLimits& limits, int32_t num_b
   }
   for (size_t i = 0; i < eos_ids.size(); ++i) eos_[i] = eos_ids[i];
   eos_count_ = static_cast<int32_t>(eos_ids.size());
+  vocab_ = vocab_size;
   method_ = &method;
   rows_ = 0;
   return Status::ok();
@@ -216,8 +248,8 @@ Result<Span<const TokenEvent>> Engine::step(ErrorContext* ctx) {
   EMBER_RETURN_IF_ERROR(method_->execute(ctx));
   rows_ = static_cast<int32_t>(S);
 
-  const int32_t* next = method_->output(outputs_[0])->data_as<const int32_t>();
-  const float* logprobs = method_->output(outputs_[1])->data_as<const float>();
+  const int32_t* next = method_->output(outputs_[kNextIds])->data_as<const int32_t>();
+  const float* logprobs = method_->output(outputs_[kLogprobs])->data_as<const float>();
   // Padding rows of the plan (beyond S) are ignored by commit; give it the live rows' ids.
   scheduler_.commit(Span<const int32_t>(next, size_t(S)));
   int32_t count = 0;
@@ -251,9 +283,10 @@ Result<Span<const TokenEvent>> Engine::step(ErrorContext* ctx) {
 }
 
 Span<const float> Engine::logits(int32_t seq) const {
+  if (!has_logits_) return Span<const float>();
   for (int32_t r = 0; r < rows_; ++r) {
     if (row_seq_[r] == seq) {
-      const float* base = method_->output(outputs_[2])->data_as<const float>();
+      const float* base = method_->output(outputs_[kLogits])->data_as<const float>();
       return Span<const float>(base + size_t(r) * size_t(vocab_), size_t(vocab_));
     }
   }

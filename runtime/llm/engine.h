@@ -4,7 +4,7 @@
 // StreamDecoder), matches them (StopMatcher below) and calls finish().
 //
 //   Engine engine;
-//   EMBER_RETURN_IF_ERROR(engine.init(method, limits, num_blocks, eos_ids, memory, &ctx));
+//   EMBER_RETURN_IF_ERROR(engine.init(method, limits, num_blocks, vocab_size, eos_ids, memory, &ctx));
 //   EMBER_ASSIGN_OR_RETURN(int32_t seq, engine.add(prompt_ids, config, &ctx));
 //   while (engine.has_work()) {
 //     EMBER_ASSIGN_OR_RETURN(Span<const TokenEvent> events, engine.step(&ctx));
@@ -59,12 +59,16 @@ class Engine {
   static size_t memory_bytes(const SchedulerLimits& limits, int32_t num_blocks);
 
   // `method`: a loaded `step` method whose inputs and outputs are those of the hf_llm exporter
-  // (exporter/importers/hf_llm/step_graph.h), checked by name, dtype and max dims; `limits` must fit
-  // them (max_seqs, max_tokens, max_context, block_size) and num_blocks must equal the pool the
-  // method was loaded with. eos_ids is copied (up to 16). Errors: InvalidArgument naming the
-  // mismatch, OutOfMemory (memory too small).
-  Status init(Method& method, const SchedulerLimits& limits, int32_t num_blocks, Span<const int32_t> eos_ids,
-              Span<uint8_t> memory, ErrorContext* ctx = nullptr);
+  // (exporter/importers/hf_llm/step_graph.h), checked by name, dtype and max dims: next_ids [S] i32
+  // and logprobs [S] f32 are required, logits [S, vocab_size] f32 is optional (the exporter emits
+  // it only with --emit-logits; see logits()). `limits` must fit them (max_seqs, max_tokens,
+  // max_context, block_size) and num_blocks must equal the pool the method was loaded with.
+  // vocab_size: the model's vocabulary (the program's LlmInfo vocab_size,
+  // LlmProgramView::vocab_size), the bound of prompt ids and EOS ids. eos_ids is copied (up to 16).
+  // Errors: InvalidArgument naming the mismatch (a missing input or output, a dtype, a dim, an EOS
+  // id outside the vocabulary), OutOfMemory (memory too small).
+  Status init(Method& method, const SchedulerLimits& limits, int32_t num_blocks, int32_t vocab_size,
+              Span<const int32_t> eos_ids, Span<uint8_t> memory, ErrorContext* ctx = nullptr);
 
   // A new request. Errors: InvalidArgument (empty prompt, a prompt that leaves no room for one new
   // token in the context, an id outside the vocabulary, bad sampling parameters), OutOfMemory (no
@@ -85,8 +89,10 @@ class Engine {
   const Scheduler& scheduler() const { return scheduler_; }
   const StepStats& last_step() const { return stats_; }
   // The logits [vocab] the last step computed for `seq` (before the repetition penalty); empty when
-  // the sequence was not in that step. Valid until the next step().
+  // the sequence was not in that step, or always when the step method has no `logits` output (the
+  // exporter's default; export with --emit-logits to have them). Valid until the next step().
   Span<const float> logits(int32_t seq) const;
+  bool has_logits() const { return has_logits_; }
   int32_t vocab_size() const { return vocab_; }
 
  private:
@@ -116,7 +122,8 @@ class Engine {
   TokenEvent* events_ = nullptr;          // [max_seqs]
   StepStats stats_{};
   size_t inputs_[15] = {};                // method input index of each step input (step_graph.h order)
-  size_t outputs_[3] = {};                // next_ids, logprobs, logits
+  size_t outputs_[3] = {};                // next_ids, logprobs, logits (when has_logits_)
+  bool has_logits_ = false;
 };
 
 // Finds stop strings in a growing text (the detokenized output of one sequence) without heap: call

@@ -1,16 +1,23 @@
 // exporter/importers/hf_llm: the safetensors reader (the generated tiny checkpoints, single and
-// sharded, and hand-made hostile files) and config.json parsing with RoPE inverse frequencies.
+// sharded, and hand-made hostile files), config.json parsing with RoPE inverse frequencies, and the
+// step graph's outputs with and without logits (StepOptions::emit_logits, the CLI's --emit-logits).
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <cstdint>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
+#include <sstream>
 #include <string>
 #include <vector>
 
+#include "exporter/cli/cli.h"
 #include "exporter/importers/hf_llm/config.h"
 #include "exporter/importers/hf_llm/safetensors.h"
+#include "exporter/importers/hf_llm/step_graph.h"
+#include "runtime/program/program_file.h"
+#include "schema/program_generated.h"
 
 namespace ember::exporter::hf {
 namespace {
@@ -235,6 +242,107 @@ TEST(LlmConfigTest, RefusesWhatItCannotImport) {
     const std::string error = ErrorOf([&] { load_config(dir.string()); });
     EXPECT_NE(error.find(c.expect), std::string::npos) << c.body << " -> " << error;
   }
+}
+
+std::vector<std::string> OutputNames(const Graph& graph) {
+  std::vector<std::string> names;
+  for (const NamedValue& o : graph.outputs) names.push_back(o.name);
+  return names;
+}
+
+// Without emit_logits the lm_head's output feeds only `sample`; with it, it is also the third
+// output, `logits` [S, vocab] f32.
+TEST(StepGraphTest, EmitLogitsTogglesTheLogitsOutput) {
+  for (const char* name : {"llama_f32", "qwen3_fp8"}) {
+    SCOPED_TRACE(name);
+    StepOptions options;
+    options.max_seqs = 2;
+    options.max_tokens = 8;
+    options.max_context = 32;
+    options.block_size = 4;
+    EXPECT_FALSE(options.emit_logits);  // the default
+    for (bool emit : {false, true}) {
+      SCOPED_TRACE(emit ? "emit_logits" : "default");
+      options.emit_logits = emit;
+      const StepImport imported = import_step(Checkpoints() + "/" + name, options);
+      const Graph& g = imported.graph;
+      std::vector<std::string> expected = {"next_ids", "logprobs"};
+      if (emit) expected.push_back("logits");
+      EXPECT_EQ(OutputNames(g), expected);
+      const Node* head = nullptr;
+      const Node* sample = nullptr;
+      for (const Node& n : g.nodes) {
+        if (n.name == "lm_head") head = &n;
+        if (n.op == OpCode::Sample) sample = &n;
+      }
+      ASSERT_NE(head, nullptr);
+      ASSERT_NE(sample, nullptr);
+      EXPECT_EQ(sample->inputs.at(0), head->outputs.at(0));  // sample still reads the lm_head
+      EXPECT_EQ(g.is_output(head->outputs.at(0)), emit);
+      if (emit) {
+        const Value& logits = g.values[size_t(g.outputs[2].value)];
+        EXPECT_EQ(g.outputs[2].value, head->outputs.at(0));
+        EXPECT_EQ(logits.dtype, ScalarType::F32);
+        ASSERT_EQ(logits.dims.size(), 2u);
+        EXPECT_EQ(logits.dims[0].max, 2);
+        EXPECT_EQ(logits.dims[1].max, imported.config.vocab_size);
+      }
+      EXPECT_NE(imported.summary.find(emit ? "outputs next_ids, logprobs, logits\n" : "outputs next_ids, logprobs\n"),
+                std::string::npos)
+          << imported.summary;
+    }
+  }
+}
+
+// The output names of the `step` method in a .pte file.
+std::vector<std::string> StepOutputs(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  const std::vector<uint8_t> file((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  FileHeader header;
+  ErrorContext ctx;
+  EXPECT_TRUE(decode_header(file.data(), file.size(), file.size(), true, &header, &ctx).is_ok()) << ctx.message;
+  if (header.flatbuffer_offset + header.flatbuffer_size > file.size()) return {};
+  const uint8_t* bytes = file.data() + header.flatbuffer_offset;
+  flatbuffers::Verifier verifier(bytes, header.flatbuffer_size);
+  EXPECT_TRUE(fb::VerifyProgramBuffer(verifier));
+  std::vector<std::string> names;
+  for (const fb::Method* m : *fb::GetProgram(bytes)->methods()) {
+    if (m->name()->str() != "step") continue;
+    for (const fb::NamedValue* o : *m->graph()->outputs()) names.push_back(o->name()->str());
+  }
+  return names;
+}
+
+TEST(StepGraphTest, CliEmitLogitsFlagAddsTheLogitsOutput) {
+  const fs::path dir = TempDir("cli");
+  auto run = [](std::vector<std::string> args, std::string* err) {
+    args.insert(args.begin(), "exporter");
+    std::vector<const char*> argv;
+    for (const std::string& a : args) argv.push_back(a.c_str());
+    std::ostringstream out, error;
+    const int code = run_cli(static_cast<int>(argv.size()), argv.data(), out, error);
+    *err = error.str();
+    return code;
+  };
+  const std::vector<std::string> common = {Checkpoints() + "/qwen2_bf16", "--max-seqs", "2", "--max-tokens", "8",
+                                           "--max-context", "32", "--backends", "portable"};
+  std::string err;
+  std::vector<std::string> args = common;
+  args.insert(args.end(), {"-o", (dir / "plain.pte").string()});
+  ASSERT_EQ(run(args, &err), 0) << err;
+  EXPECT_EQ(StepOutputs(dir / "plain.pte"), (std::vector<std::string>{"next_ids", "logprobs"}));
+  args = common;
+  args.insert(args.end(), {"-o", (dir / "logits.pte").string(), "--emit-logits"});
+  ASSERT_EQ(run(args, &err), 0) << err;
+  EXPECT_EQ(StepOutputs(dir / "logits.pte"), (std::vector<std::string>{"next_ids", "logprobs", "logits"}));
+  // The flag is for checkpoint folders only.
+  EXPECT_EQ(run({"--example", "mlp", "-o", (dir / "mlp.pte").string(), "--emit-logits"}, &err), 1);
+  EXPECT_NE(err.find("--emit-logits applies to Hugging Face checkpoint folders only"), std::string::npos) << err;
+  // --help describes it.
+  std::ostringstream help, none;
+  const char* help_argv[] = {"exporter", "--help"};
+  ASSERT_EQ(run_cli(2, help_argv, help, none), 0);
+  EXPECT_NE(help.str().find("--emit-logits"), std::string::npos);
 }
 
 }  // namespace

@@ -214,7 +214,7 @@ int run_llm(const Options& o) {
   }
   AlignedBuffer engine_memory(llm::Engine::memory_bytes(limits, num_blocks));
   llm::Engine engine;
-  if (!engine.init(method, limits, num_blocks, view.eos_ids,
+  if (!engine.init(method, limits, num_blocks, view.vocab_size, view.eos_ids,
                    Span<uint8_t>(static_cast<uint8_t*>(engine_memory.data), llm::Engine::memory_bytes(limits, num_blocks)), &ctx)
            .is_ok()) {
     fail(Status(ctx.code), ctx, "engine");

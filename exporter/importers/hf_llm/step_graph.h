@@ -9,7 +9,10 @@
 //   token whose logits sample row s, -1 = a padding row), temperature [S] f32, top_k [S],
 //   top_p [S] f32, repetition_penalty [S] f32, seed [S], sample_position [S] (the Philox counter:
 //   the number of tokens the sequence has generated), history [S, H], history_len [S].
-// Outputs: next_ids [S] i32, logprobs [S] f32, logits [S, vocab] f32 (before the penalty).
+// Outputs: next_ids [S] i32, logprobs [S] f32; with StepOptions::emit_logits (exporter
+// --emit-logits) also logits [S, vocab] f32 (before the penalty), third. Without it the lm_head's
+// output only feeds `sample` and never leaves the graph: for a 152k vocabulary it would be the
+// largest transfer of a decode step, and generation needs only the sampled ids.
 // State: kv.<layer>.k / kv.<layer>.v [num_blocks, block_size, kv_heads, head_dim] of kv_dtype;
 // num_blocks is a program symbol (1 .. max_seqs · max_blocks) chosen at load.
 //
@@ -44,6 +47,7 @@ struct StepOptions {
   // f32, bf16, f16 or f8_e4m3fn; Invalid: the checkpoint's dtype (f32 / bf16 / f16; FP8 -> bf16).
   ScalarType kv_dtype = ScalarType::Invalid;
   float kv_scale = 1.0f;      // FP8 cache: stored = e4m3(x / kv_scale)
+  bool emit_logits = false;   // logits [S, vocab] as a third output (tests against reference logits)
   std::ostream* progress = nullptr;  // a progress bar while weights are converted; null = quiet
 };
 

@@ -8,13 +8,18 @@
 //  - greedy generation by the Engine of the three prompts at once, with chunked prefill (8 tokens a
 //    step) and with a pool so small that sequences are preempted and recomputed: the ids equal the
 //    independent numpy forward pass's (tests/llm/reference_forward.py, recorded in reference.json);
-//  - batch invariance: a sequence's logits are bitwise the same alone and batched with others.
+//  - batch invariance: a sequence's logits are bitwise the same alone and batched with others;
+//  - the default export has no `logits` output (only next_ids, logprobs) and generates the same ids
+//    and bitwise the same logprobs as the same checkpoint exported with StepOptions::emit_logits;
+//  - Engine::init refuses step methods whose outputs it cannot use (wrong dtype, missing, wrong dims).
+// Tests that read logits export with emit_logits (the exporter's --emit-logits).
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -57,16 +62,20 @@ Reference load_reference(const std::string& name) {
   return r;
 }
 
-// An exported step program, loaded with `num_blocks` KV blocks.
+// An exported step program (with a `logits` output when emit_logits), loaded with `num_blocks` KV
+// blocks; `edit` may change the graph before it is exported.
 struct LlmProgram {
-  LlmProgram(const std::string& name, int64_t num_blocks, int64_t max_tokens = 64, int64_t max_seqs = 4) {
+  LlmProgram(const std::string& name, int64_t num_blocks, int64_t max_tokens = 64, bool emit_logits = false,
+             const std::function<void(exporter::Graph&)>& edit = {}) {
     exporter::hf::StepOptions options;
-    options.max_seqs = max_seqs;
+    options.max_seqs = 4;
     options.max_tokens = max_tokens;
     options.max_context = 64;
     options.block_size = 4;
     options.kv_dtype = ScalarType::F32;
+    options.emit_logits = emit_logits;
     imported = exporter::hf::import_step(std::string(EMBER_LLM_CHECKPOINTS) + "/" + name, options);
+    if (edit) edit(imported.graph);
     bytes = testing::export_program(std::move(imported.graph)).program.bytes;
     symbol = SymbolValue{"num_blocks", num_blocks};
     load.symbols = Span<const SymbolValue>(&symbol, 1);
@@ -82,6 +91,13 @@ struct LlmProgram {
     return l;
   }
   int64_t max_tokens() const { return method->method().meta().input(0).value().max_dims[0]; }
+  int32_t vocab_size() const { return static_cast<int32_t>(imported.config.vocab_size); }
+  std::vector<std::string> output_names() const {
+    std::vector<std::string> names;
+    const MethodMeta meta = method->method().meta();
+    for (size_t i = 0; i < meta.output_count(); ++i) names.push_back(meta.output(i).value().name);
+    return names;
+  }
 
   exporter::hf::StepImport imported;
   std::vector<uint8_t> bytes;
@@ -114,8 +130,9 @@ TEST(LlmEndToEnd, LogitsOfEveryPositionMatchTransformers) {
   for (const Family& f : kFamilies) {
     SCOPED_TRACE(f.name);
     const Reference ref = load_reference(f.name);
-    LlmProgram p(f.name, 64);
+    LlmProgram p(f.name, 64, /*max_tokens=*/64, /*emit_logits=*/true);
     ASSERT_TRUE(p.method->ok()) << p.method->ctx().message;
+    ASSERT_EQ(p.output_names(), (std::vector<std::string>{"next_ids", "logprobs", "logits"}));
     Method& m = p.method->method();
     const int64_t vocab = ref.logits.dims[1];
     int32_t block = 0;
@@ -168,20 +185,26 @@ TEST(LlmEndToEnd, LogitsOfEveryPositionMatchTransformers) {
 
 struct Generation {
   std::vector<std::vector<int32_t>> ids;          // per request
-  std::vector<std::vector<std::vector<float>>> logits;  // per request, per sampled token
+  std::vector<std::vector<float>> logprobs;       // per request, per sampled token
+  std::vector<std::vector<std::vector<float>>> logits;  // per request, per sampled token (empty without)
+  bool has_logits = false;                        // Engine::has_logits()
   int32_t preemptions = 0;
 };
 
-Generation generate(LlmProgram& p, const std::vector<std::vector<int32_t>>& prompts, int32_t num_blocks, int32_t max_new) {
+Generation generate(LlmProgram& p, const std::vector<std::vector<int32_t>>& prompts, int32_t num_blocks,
+                    int32_t max_new, const llm::GenerationConfig& base = {}) {
   Generation g;
   llm::Engine engine;
   const llm::SchedulerLimits limits = p.limits(static_cast<int32_t>(prompts.size()));
   std::vector<uint8_t> memory(llm::Engine::memory_bytes(limits, num_blocks));
   ErrorContext ctx;
-  EXPECT_TRUE(engine.init(p.method->method(), limits, num_blocks, Span<const int32_t>(), Span<uint8_t>(memory.data(), memory.size()), &ctx).is_ok())
+  EXPECT_TRUE(engine.init(p.method->method(), limits, num_blocks, p.vocab_size(), Span<const int32_t>(),
+                          Span<uint8_t>(memory.data(), memory.size()), &ctx)
+                  .is_ok())
       << ctx.message;
+  g.has_logits = engine.has_logits();
   std::vector<int32_t> seqs;
-  llm::GenerationConfig config;
+  llm::GenerationConfig config = base;
   config.max_new_tokens = max_new;
   for (const auto& prompt : prompts) {
     Result<int32_t> seq = engine.add(Span<const int32_t>(prompt.data(), prompt.size()), config, &ctx);
@@ -189,6 +212,7 @@ Generation generate(LlmProgram& p, const std::vector<std::vector<int32_t>>& prom
     seqs.push_back(seq.value());
   }
   g.ids.resize(prompts.size());
+  g.logprobs.resize(prompts.size());
   g.logits.resize(prompts.size());
   while (engine.has_work()) {
     Result<Span<const llm::TokenEvent>> events = engine.step(&ctx);
@@ -198,6 +222,7 @@ Generation generate(LlmProgram& p, const std::vector<std::vector<int32_t>>& prom
       for (size_t r = 0; r < seqs.size(); ++r) {
         if (seqs[r] != e.seq) continue;
         g.ids[r].push_back(e.token);
+        g.logprobs[r].push_back(e.logprob);
         const Span<const float> l = engine.logits(e.seq);
         g.logits[r].emplace_back(l.begin(), l.end());
       }
@@ -235,9 +260,10 @@ TEST(LlmEndToEnd, LogitsAreBitwiseTheSameAloneAndBatched) {
   for (const char* name : {"qwen2_f32", "qwen3_bf16", "qwen3_fp8"}) {
     SCOPED_TRACE(name);
     const Reference ref = load_reference(name);
-    LlmProgram p(name, 64, /*max_tokens=*/64);
+    LlmProgram p(name, 64, /*max_tokens=*/64, /*emit_logits=*/true);
     ASSERT_TRUE(p.method->ok()) << p.method->ctx().message;
     const Generation batched = generate(p, ref.prompts, 64, 8);
+    ASSERT_TRUE(batched.has_logits);
     for (size_t r = 0; r < ref.prompts.size(); ++r) {
       const Generation alone = generate(p, {ref.prompts[r]}, 64, 8);
       ASSERT_EQ(alone.logits[0].size(), batched.logits[r].size());
@@ -247,6 +273,167 @@ TEST(LlmEndToEnd, LogitsAreBitwiseTheSameAloneAndBatched) {
       }
       EXPECT_EQ(alone.ids[0], batched.ids[r]);
     }
+  }
+}
+
+// The default export: outputs next_ids and logprobs only, Engine::logits() empty, and the same ids
+// and bitwise the same logprobs as the program with logits (the lm_head still feeds `sample`; only
+// its output leaving the graph differs). Greedy for every family, and sampled with top-k / top-p /
+// a repetition penalty for two.
+TEST(LlmEndToEnd, WithoutLogitsTheStepGeneratesTheSameIdsAndLogprobs) {
+  for (const Family& f : kFamilies) {
+    SCOPED_TRACE(f.name);
+    const Reference ref = load_reference(f.name);
+    LlmProgram without(f.name, 64, /*max_tokens=*/16);
+    LlmProgram with(f.name, 64, /*max_tokens=*/16, /*emit_logits=*/true);
+    ASSERT_TRUE(without.method->ok()) << without.method->ctx().message;
+    ASSERT_TRUE(with.method->ok()) << with.method->ctx().message;
+    EXPECT_EQ(without.output_names(), (std::vector<std::string>{"next_ids", "logprobs"}));
+    EXPECT_EQ(with.output_names(), (std::vector<std::string>{"next_ids", "logprobs", "logits"}));
+    std::vector<llm::GenerationConfig> configs(1);
+    if (std::string(f.name) == "qwen2_f32" || std::string(f.name) == "qwen3_bf16") {
+      llm::GenerationConfig sampled;
+      sampled.temperature = 0.8f;
+      sampled.top_k = 40;
+      sampled.top_p = 0.9f;
+      sampled.repetition_penalty = 1.2f;
+      sampled.seed = 11;
+      configs.push_back(sampled);
+    }
+    for (const llm::GenerationConfig& config : configs) {
+      SCOPED_TRACE(config.temperature == 0.0f ? "greedy" : "sampled");
+      const Generation a = generate(without, ref.prompts, 64, 12, config);
+      const Generation b = generate(with, ref.prompts, 64, 12, config);
+      EXPECT_FALSE(a.has_logits);
+      EXPECT_TRUE(b.has_logits);
+      EXPECT_EQ(a.ids, b.ids);
+      ASSERT_EQ(a.logprobs.size(), b.logprobs.size());
+      for (size_t r = 0; r < a.logprobs.size(); ++r) {
+        ASSERT_EQ(a.logprobs[r].size(), b.logprobs[r].size()) << "request " << r;
+        EXPECT_EQ(a.logprobs[r].size(), 12u) << "request " << r;
+        EXPECT_EQ(std::memcmp(a.logprobs[r].data(), b.logprobs[r].data(), a.logprobs[r].size() * 4), 0)
+            << "request " << r;
+        for (size_t t = 0; t < a.logits[r].size(); ++t) {
+          EXPECT_TRUE(a.logits[r][t].empty()) << "request " << r << " token " << t;
+          EXPECT_EQ(b.logits[r][t].size(), size_t(with.vocab_size())) << "request " << r << " token " << t;
+        }
+      }
+    }
+  }
+}
+
+// Engine::init's checks of the step method's outputs and of its own arguments, each an
+// InvalidArgument whose message names the culprit.
+TEST(LlmEndToEnd, EngineRefusesAStepMethodItCannotUse) {
+  auto output = [](exporter::Graph& g, const char* name) -> exporter::NamedValue& {
+    for (exporter::NamedValue& o : g.outputs) {
+      if (o.name == name) return o;
+    }
+    throw std::runtime_error(std::string("no output ") + name);
+  };
+  // The output `name` replaced by cast(its value, dtype).
+  auto cast_output = [&](exporter::Graph& g, const char* name, ScalarType dtype) {
+    exporter::NamedValue& out = output(g, name);
+    exporter::Value v;
+    v.name = std::string(name) + "_cast";
+    v.dtype = dtype;
+    v.dims = g.values[size_t(out.value)].dims;
+    v.producer = static_cast<int>(g.nodes.size());
+    exporter::Node n;
+    n.op = OpCode::Cast;
+    n.attrs.kind = AttrKind::Cast;
+    n.attrs.cast_to = dtype;
+    n.inputs = {out.value};
+    n.outputs = {g.add_value(std::move(v))};
+    n.name = n.source_op = std::string(name) + "_cast";
+    out.value = n.outputs[0];
+    g.nodes.push_back(std::move(n));
+  };
+  struct Case {
+    const char* what;
+    bool emit_logits = false;
+    std::function<void(exporter::Graph&)> edit = {};
+    int32_t vocab_delta = 0;  // added to the model's vocab_size given to init
+    bool zero_vocab = false;  // init gets vocab_size 0
+    std::vector<int32_t> eos = {};
+    bool eos_past_vocab = false;  // eos gets the first id past the vocabulary too
+    const char* message = "";
+  };
+  const std::vector<Case> cases = {
+      {.what = "next_ids f32",
+       .edit = [&](exporter::Graph& g) { cast_output(g, "next_ids", ScalarType::F32); },
+       .message = "step output 'next_ids' is f32; expected i32"},
+      {.what = "next_ids f32, logits present",
+       .emit_logits = true,
+       .edit = [&](exporter::Graph& g) { cast_output(g, "next_ids", ScalarType::F32); },
+       .message = "step output 'next_ids' is f32; expected i32"},
+      {.what = "logprobs i32",
+       .edit = [&](exporter::Graph& g) { cast_output(g, "logprobs", ScalarType::I32); },
+       .message = "step output 'logprobs' is i32; expected f32"},
+      {.what = "logits i32",
+       .emit_logits = true,
+       .edit = [&](exporter::Graph& g) { cast_output(g, "logits", ScalarType::I32); },
+       .message = "step output 'logits' is i32; expected f32"},
+      {.what = "logits as logprobs (rank 2)",
+       .emit_logits = true,
+       .edit = [&](exporter::Graph& g) {
+         output(g, "logprobs").name = "scores";
+         output(g, "logits").name = "logprobs";
+       },
+       .message = "step output 'logprobs' has rank 2"},
+      {.what = "no logprobs",
+       .edit = [&](exporter::Graph& g) { output(g, "logprobs").name = "scores"; },
+       .message = "the method has no output 'logprobs'"},
+      {.what = "no next_ids",
+       .emit_logits = true,
+       .edit = [&](exporter::Graph& g) { output(g, "next_ids").name = "ids"; },
+       .message = "the method has no output 'next_ids'"},
+      {.what = "logits columns",
+       .emit_logits = true,
+       .vocab_delta = 1,
+       .message = "step output 'logits' has"},
+      {.what = "vocab_size 0", .zero_vocab = true, .message = "vocab_size 0 must be >= 1"},
+      {.what = "eos -1", .eos = {-1}, .message = "EOS id -1 is outside"},
+      {.what = "eos = vocab_size", .eos = {0}, .eos_past_vocab = true, .message = "is outside [0, vocab_size"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.what);
+    LlmProgram p("qwen3_f32", 16, /*max_tokens=*/8, c.emit_logits, c.edit);
+    ASSERT_TRUE(p.method->ok()) << p.method->ctx().message;
+    const llm::SchedulerLimits limits = p.limits(1);
+    std::vector<uint8_t> memory(llm::Engine::memory_bytes(limits, 16));
+    const int32_t vocab = c.zero_vocab ? 0 : p.vocab_size() + c.vocab_delta;
+    std::vector<int32_t> eos = c.eos;
+    if (c.eos_past_vocab) eos.push_back(vocab);
+    llm::Engine engine;
+    ErrorContext ctx;
+    const Status s = engine.init(p.method->method(), limits, 16, vocab, Span<const int32_t>(eos.data(), eos.size()),
+                                 Span<uint8_t>(memory.data(), memory.size()), &ctx);
+    EXPECT_EQ(s.code(), Error::InvalidArgument);
+    EXPECT_NE(std::string(ctx.message).find(c.message), std::string::npos) << ctx.message;
+  }
+  // The programs unedited are accepted, with and without logits, EOS = the last id; without logits,
+  // Engine::logits() is empty and generation works.
+  for (bool emit_logits : {false, true}) {
+    LlmProgram p("qwen3_f32", 16, /*max_tokens=*/8, emit_logits);
+    ASSERT_TRUE(p.method->ok()) << p.method->ctx().message;
+    const llm::SchedulerLimits limits = p.limits(1);
+    std::vector<uint8_t> memory(llm::Engine::memory_bytes(limits, 16));
+    llm::Engine engine;
+    ErrorContext ctx;
+    const int32_t eos[] = {p.vocab_size() - 1};
+    EXPECT_TRUE(engine.init(p.method->method(), limits, 16, p.vocab_size(), Span<const int32_t>(eos, 1),
+                            Span<uint8_t>(memory.data(), memory.size()), &ctx)
+                    .is_ok())
+        << ctx.message;
+    EXPECT_EQ(engine.has_logits(), emit_logits);
+    const int32_t prompt[] = {5, 9, 11};
+    Result<int32_t> seq = engine.add(Span<const int32_t>(prompt, 3), llm::GenerationConfig(), &ctx);
+    ASSERT_TRUE(seq.is_ok()) << ctx.message;
+    Result<Span<const llm::TokenEvent>> events = engine.step(&ctx);
+    ASSERT_TRUE(events.is_ok()) << ctx.message;
+    ASSERT_EQ(events.value().size(), 1u);
+    EXPECT_EQ(engine.logits(seq.value()).size(), emit_logits ? size_t(p.vocab_size()) : 0u);
   }
 }
 

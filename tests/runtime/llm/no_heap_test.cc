@@ -3,9 +3,9 @@
 //  - encode(), decode() and StreamDecoder: 0 while every golden string of both tokenizers is
 //    encoded, decoded and stream-decoded (buffers sized beforehand from the documented bounds);
 //    load itself takes its memory from a caller buffer, so it is counted too;
-//  - Engine::step() on an exported tiny LLM with 2 threads: 0 over every step after the first
-//    (chunked prefill of three prompts, then decodes, finishing sequences, a new request added
-//    mid-run).
+//  - Engine::step() on an exported tiny LLM with 2 threads, with and without the `logits` output:
+//    0 over every step after the first (chunked prefill of three prompts, then decodes, finishing
+//    sequences, a new request added mid-run).
 //
 // Its own binary: the hooks replace libc's malloc for the whole process. Not built with sanitizers.
 #include <gtest/gtest.h>
@@ -162,58 +162,67 @@ TEST(TokenizerNoHeapTest, LoadEncodeDecodeAndStreamAllocateNothing) {
   }
 }
 
+// With and without the logits output (the exporter's default has none).
 TEST(EngineNoHeapTest, StepsAfterTheFirstAllocateNothing) {
-  exporter::hf::StepOptions options;
-  options.max_seqs = 4;
-  options.max_tokens = 8;
-  options.max_context = 64;
-  options.block_size = 4;
-  exporter::hf::StepImport imported = exporter::hf::import_step(std::string(EMBER_LLM_CHECKPOINTS) + "/qwen3_bf16", options);
-  const std::vector<uint8_t> bytes = ember::testing::export_program(std::move(imported.graph)).program.bytes;
-  const SymbolValue blocks{"num_blocks", 32};
-  LoadOptions load;
-  load.symbols = Span<const SymbolValue>(&blocks, 1);
-  ember::testing::RuntimeOptions runtime;
-  runtime.threads = 2;
-  ember::testing::Runtime rt(runtime);
-  ember::testing::LoadedMethod lm(bytes, rt.context, load);
-  ASSERT_TRUE(lm.ok()) << lm.ctx().message;
-  SchedulerLimits limits;
-  limits.max_seqs = 4;
-  limits.max_tokens = 8;
-  limits.block_size = 4;
-  limits.max_context = 64;
-  limits.max_requests = 4;
-  std::vector<uint8_t> memory(Engine::memory_bytes(limits, 32));
-  Engine engine;
-  ErrorContext ctx;
-  const int32_t eos[] = {3};
-  ASSERT_TRUE(engine.init(lm.method(), limits, 32, Span<const int32_t>(eos, 1), Span<uint8_t>(memory.data(), memory.size()), &ctx).is_ok())
-      << ctx.message;
-  const std::vector<std::vector<int32_t>> prompts = {{5, 9, 11}, {7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17}, {100}, {42, 43}};
-  GenerationConfig config;
-  config.max_new_tokens = 12;
-  config.temperature = 0.8f;
-  config.top_k = 20;
-  config.top_p = 0.9f;
-  config.repetition_penalty = 1.1f;
-  for (size_t i = 0; i < 3; ++i) {
-    ASSERT_TRUE(engine.add(Span<const int32_t>(prompts[i].data(), prompts[i].size()), config, &ctx).is_ok()) << ctx.message;
-  }
-  ASSERT_TRUE(engine.step(&ctx).is_ok()) << ctx.message;  // the first execute may allocate (DESIGN §3)
-  int steps = 0, tokens = 0;
-  CountAllocations counter;
-  while (engine.has_work()) {
-    Result<Span<const TokenEvent>> events = engine.step(&ctx);
-    ASSERT_TRUE(events.is_ok()) << ctx.message;
-    tokens += static_cast<int>(events.value().size());
-    if (++steps == 3) {
-      ASSERT_TRUE(engine.add(Span<const int32_t>(prompts[3].data(), prompts[3].size()), config, &ctx).is_ok());
+  for (bool emit_logits : {false, true}) {
+    SCOPED_TRACE(emit_logits ? "with logits" : "without logits");
+    exporter::hf::StepOptions options;
+    options.max_seqs = 4;
+    options.max_tokens = 8;
+    options.max_context = 64;
+    options.block_size = 4;
+    options.emit_logits = emit_logits;
+    exporter::hf::StepImport imported = exporter::hf::import_step(std::string(EMBER_LLM_CHECKPOINTS) + "/qwen3_bf16", options);
+    const std::vector<uint8_t> bytes = ember::testing::export_program(std::move(imported.graph)).program.bytes;
+    const SymbolValue blocks{"num_blocks", 32};
+    LoadOptions load;
+    load.symbols = Span<const SymbolValue>(&blocks, 1);
+    ember::testing::RuntimeOptions runtime;
+    runtime.threads = 2;
+    ember::testing::Runtime rt(runtime);
+    ember::testing::LoadedMethod lm(bytes, rt.context, load);
+    ASSERT_TRUE(lm.ok()) << lm.ctx().message;
+    SchedulerLimits limits;
+    limits.max_seqs = 4;
+    limits.max_tokens = 8;
+    limits.block_size = 4;
+    limits.max_context = 64;
+    limits.max_requests = 4;
+    std::vector<uint8_t> memory(Engine::memory_bytes(limits, 32));
+    Engine engine;
+    ErrorContext ctx;
+    const int32_t eos[] = {3};
+    const int32_t vocab = static_cast<int32_t>(imported.config.vocab_size);
+    ASSERT_TRUE(engine.init(lm.method(), limits, 32, vocab, Span<const int32_t>(eos, 1),
+                            Span<uint8_t>(memory.data(), memory.size()), &ctx)
+                    .is_ok())
+        << ctx.message;
+    EXPECT_EQ(engine.has_logits(), emit_logits);
+    const std::vector<std::vector<int32_t>> prompts = {{5, 9, 11}, {7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17}, {100}, {42, 43}};
+    GenerationConfig config;
+    config.max_new_tokens = 12;
+    config.temperature = 0.8f;
+    config.top_k = 20;
+    config.top_p = 0.9f;
+    config.repetition_penalty = 1.1f;
+    for (size_t i = 0; i < 3; ++i) {
+      ASSERT_TRUE(engine.add(Span<const int32_t>(prompts[i].data(), prompts[i].size()), config, &ctx).is_ok()) << ctx.message;
     }
+    ASSERT_TRUE(engine.step(&ctx).is_ok()) << ctx.message;  // the first execute may allocate (DESIGN §3)
+    int steps = 0, tokens = 0;
+    CountAllocations counter;
+    while (engine.has_work()) {
+      Result<Span<const TokenEvent>> events = engine.step(&ctx);
+      ASSERT_TRUE(events.is_ok()) << ctx.message;
+      tokens += static_cast<int>(events.value().size());
+      if (++steps == 3) {
+        ASSERT_TRUE(engine.add(Span<const int32_t>(prompts[3].data(), prompts[3].size()), config, &ctx).is_ok());
+      }
+    }
+    EXPECT_EQ(counter.stop(), 0u) << steps << " steps";
+    EXPECT_GT(steps, 10);
+    EXPECT_GT(tokens, 20);
   }
-  EXPECT_EQ(counter.stop(), 0u) << steps << " steps";
-  EXPECT_GT(steps, 10);
-  EXPECT_GT(tokens, 20);
 }
 
 }  // namespace
