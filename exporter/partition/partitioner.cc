@@ -71,16 +71,17 @@ Partition partition_graph(const Graph& graph, const CapabilityManifest& manifest
     const Node& node = graph.nodes[n];
     const std::string op = to_string(node.op);
     const std::vector<std::string> dtypes = node_dtypes(graph, node);
+    const std::string dim_order = node_dim_order(graph, node);
     std::string chosen;
     for (const std::string& b : backends) {
-      const bool ok = b == kPortableBackend ? manifest.portable_supports(op, dtypes)
-                                            : manifest.backend_supports(b, op, dtypes);
+      const bool ok = b == kPortableBackend ? manifest.portable_supports(op, dtypes, dim_order)
+                                            : manifest.backend_supports(b, op, dtypes, dim_order);
       if (ok) {
         chosen = b;
         break;
       }
     }
-    if (chosen.empty() && manifest.portable_supports(op, dtypes)) chosen = kPortableBackend;
+    if (chosen.empty() && manifest.portable_supports(op, dtypes, dim_order)) chosen = kPortableBackend;
     if (chosen.empty()) {
       std::string tried;
       for (const std::string& b : backends) tried += (tried.empty() ? "" : ", ") + b;

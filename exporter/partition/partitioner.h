@@ -1,5 +1,5 @@
 // Partitioning: assigns each node to the first backend in `backends` whose manifest entry lists its
-// (op, dtypes), falling back to the portable kernels ("portable"); maximal runs of consecutive
+// (op, dtypes, dim order), falling back to the portable kernels ("portable"); maximal runs of consecutive
 // nodes on one non-portable backend become one GRAPH delegate. The result is the Method's
 // instruction list (one step per kernel node or delegate).
 #pragma once
