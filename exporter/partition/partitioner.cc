@@ -39,8 +39,10 @@ DelegateGraph make_delegate(const Graph& graph, const std::string& backend, std:
     for (int in : graph.nodes[static_cast<size_t>(n)].inputs) {
       if (in < 0) continue;
       const Value& v = graph.values[static_cast<size_t>(in)];
-      auto& list = v.is_constant() ? d.constants : (written.count(in) ? d.internals : d.inputs);
-      if (&list == &d.internals) continue;  // classified when written
+      if (written.count(in)) continue;  // an internal or an output, classified when written
+      // State is never written as an output (Graph::check_structure), so it is read-only here even
+      // when a node writes it in place.
+      auto& list = v.is_constant() ? d.constants : v.is_state() ? d.states : d.inputs;
       if (std::find(list.begin(), list.end(), in) == list.end()) list.push_back(in);
     }
     for (int out : graph.nodes[static_cast<size_t>(n)].outputs) {

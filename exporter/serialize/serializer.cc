@@ -230,7 +230,10 @@ std::unique_ptr<fb::InstructionT> make_kernel_call(const Node& node, const std::
 
 // The nested Graph of a GRAPH delegate: its inputs and outputs have no storage (bound to the
 // caller's values), constants point into the Program's Constants segment, internals are Planned
-// in the calling Method's arenas.
+// in the calling Method's arenas, and the program state the run reads or writes in place is a
+// value with StateStorage{name}, exactly as the Method would write it (same dtype, and dims whose
+// `sym` indexes this payload's own `symbols`, a copy of the Method graph's, so the symbol's name is
+// the one the StateDecl's Program symbol has).
 std::vector<uint8_t> build_delegate_payload(const StorageContext& ctx, const DelegateGraph& d, bool strip_debug) {
   const Graph& graph = ctx.graph;
   std::vector<int> order;
@@ -245,6 +248,13 @@ std::vector<uint8_t> build_delegate_payload(const StorageContext& ctx, const Del
   for (int n : d.nodes) {
     for (int v : graph.nodes[static_cast<size_t>(n)].inputs) add(v);
     for (int v : graph.nodes[static_cast<size_t>(n)].outputs) add(v);
+  }
+  for (int v : d.states) {
+    if (d.inputs.end() != std::find(d.inputs.begin(), d.inputs.end(), v) ||
+        d.outputs.end() != std::find(d.outputs.begin(), d.outputs.end(), v)) {
+      throw ExportError("serialize: state '" + graph.values[static_cast<size_t>(v)].state + "' is an input or output of a " +
+                        d.backend + " delegate");
+    }
   }
   for (int id : order) {
     if (graph.values[static_cast<size_t>(id)].quant) {
@@ -278,8 +288,10 @@ std::vector<uint8_t> build_delegate_payload(const StorageContext& ctx, const Del
   }
   for (size_t k = 0; k < order.size(); ++k) {
     const int id = order[k];
-    if (io.count(id) || graph.values[static_cast<size_t>(id)].is_constant()) first[k] = 0;
-    if (outs.count(id) || graph.values[static_cast<size_t>(id)].is_constant()) end[k] = last;
+    const Value& v = graph.values[static_cast<size_t>(id)];
+    // Constants and state outlive the call (state persists across calls): live throughout.
+    if (io.count(id) || v.is_constant() || v.is_state()) first[k] = 0;
+    if (outs.count(id) || v.is_constant() || v.is_state()) end[k] = last;
     g.lifetimes.emplace_back(first[k], std::max(first[k], end[k]));
   }
   g.symbols = to_fb_symbols(graph);

@@ -182,6 +182,7 @@ TEST(PartitionerTest, QuantizedWeightIsDelegatedOnlyInALayoutTheBackendLists) {
     ASSERT_EQ(p.delegates.size(), 1u);
     EXPECT_EQ(p.node_backend[0], "sim");
     EXPECT_EQ(p.delegates[0].constants, (std::vector<int>{g.find_value("w")}));
+    EXPECT_TRUE(p.delegates[0].states.empty());
   }
   for (const auto& [quant, dim_order] : std::vector<std::pair<std::string, std::string>>{
            {"block2d", "contiguous"}, {"per_tensor", "contiguous"}, {"none", "contiguous"},
