@@ -69,7 +69,10 @@ std::string format_summary(const ExportResult& r) {
       for (int n : d.nodes) nodes += (nodes.empty() ? "" : ", ") + g.nodes[static_cast<size_t>(n)].name;
       std::snprintf(buf, sizeof(buf), "  %3zu  delegate %-9d %zu nodes    -> %s (GRAPH v%u): ", i, step.index,
                     d.nodes.size(), d.backend.c_str(), kGraphDelegateFormatVersion);
-      s += buf + nodes + "\n";
+      s += buf + nodes;
+      std::string states;
+      for (int v : d.states) states += (states.empty() ? "" : ", ") + g.values[static_cast<size_t>(v)].state;
+      s += (states.empty() ? "" : "; state " + states) + "\n";
     }
   }
   std::snprintf(buf, sizeof(buf), "weights: %llu bytes in %zu constants\n",

@@ -39,8 +39,10 @@ DelegateGraph make_delegate(const Graph& graph, const std::string& backend, std:
     for (int in : graph.nodes[static_cast<size_t>(n)].inputs) {
       if (in < 0) continue;
       const Value& v = graph.values[static_cast<size_t>(in)];
-      auto& list = v.is_constant() ? d.constants : (written.count(in) ? d.internals : d.inputs);
-      if (&list == &d.internals) continue;  // classified when written
+      if (written.count(in)) continue;  // an internal or an output, classified when written
+      // State is never written as an output (Graph::check_structure), so it is read-only here even
+      // when a node writes it in place.
+      auto& list = v.is_constant() ? d.constants : v.is_state() ? d.states : d.inputs;
       if (std::find(list.begin(), list.end(), in) == list.end()) list.push_back(in);
     }
     for (int out : graph.nodes[static_cast<size_t>(n)].outputs) {
@@ -71,16 +73,17 @@ Partition partition_graph(const Graph& graph, const CapabilityManifest& manifest
     const Node& node = graph.nodes[n];
     const std::string op = to_string(node.op);
     const std::vector<std::string> dtypes = node_dtypes(graph, node);
+    const std::string dim_order = node_dim_order(graph, node);
     std::string chosen;
     for (const std::string& b : backends) {
-      const bool ok = b == kPortableBackend ? manifest.portable_supports(op, dtypes)
-                                            : manifest.backend_supports(b, op, dtypes);
+      const bool ok = b == kPortableBackend ? manifest.portable_supports(op, dtypes, dim_order)
+                                            : manifest.backend_supports(b, op, dtypes, dim_order);
       if (ok) {
         chosen = b;
         break;
       }
     }
-    if (chosen.empty() && manifest.portable_supports(op, dtypes)) chosen = kPortableBackend;
+    if (chosen.empty() && manifest.portable_supports(op, dtypes, dim_order)) chosen = kPortableBackend;
     if (chosen.empty()) {
       std::string tried;
       for (const std::string& b : backends) tried += (tried.empty() ? "" : ", ") + b;

@@ -1,7 +1,12 @@
 // Partitioning: assigns each node to the first backend in `backends` whose manifest entry lists its
-// (op, dtypes), falling back to the portable kernels ("portable"); maximal runs of consecutive
+// (op, dtypes, dim order), falling back to the portable kernels ("portable"); maximal runs of consecutive
 // nodes on one non-portable backend become one GRAPH delegate. The result is the Method's
 // instruction list (one step per kernel node or delegate).
+//
+// Program state (Value::is_state(), a KV cache) read or written in place by a delegated run belongs
+// to the delegate (DESIGN §7: a delegate whose graph names State claims it and keeps it in its own
+// memory): it is listed in DelegateGraph::states, never passed as a delegate input or output, and
+// the payload names it by its StateStorage name.
 #pragma once
 
 #include <string>
@@ -17,10 +22,11 @@ constexpr const char* kPortableBackend = "portable";
 struct DelegateGraph {
   std::string backend;
   std::vector<int> nodes;      // graph node indices, in order
-  std::vector<int> inputs;     // values read by the run and defined outside it (not constants)
+  std::vector<int> inputs;     // values read by the run and defined outside it (not constants, not state)
   std::vector<int> outputs;    // values written by the run and read after it, or graph outputs
   std::vector<int> internals;  // values written and read only inside the run
-  std::vector<int> constants;  // constants read by the run
+  std::vector<int> constants;  // constants read by the run (quantized ones carry their scales)
+  std::vector<int> states;     // program state read or written in place by the run, first use first
 };
 
 struct Step {

@@ -208,6 +208,37 @@ std::unique_ptr<fb::TensorT> make_tensor(const StorageContext& ctx, int id, bool
   return t;
 }
 
+// A quantized constant's QuantInfo. Its scale (and NVFP4 global scale) become constants of their
+// own, appended to `g` after the graph's values, at the Constants segment offsets serialize_program
+// stored them at: a delegate payload references the very bytes the Method would, never a copy.
+std::unique_ptr<fb::QuantInfoT> make_quant_info(const StorageContext& ctx, int id, uint32_t last, fb::GraphT& g) {
+  const QuantParams& q = *ctx.graph.values[static_cast<size_t>(id)].quant;
+  auto add_constant = [&](ScalarType dtype, std::vector<Dim> dims, uint64_t offset) {
+    auto t = std::make_unique<fb::TensorT>();
+    t->dtype = static_cast<fb::ScalarType>(dtype);
+    t->dims = to_fb_dims(dims);
+    t->dim_order = fb::DimOrder::Contiguous;
+    t->nbytes = nbytes_of(dtype, numel_max(dims));
+    fb::ConstantStorageT s;
+    s.segment = ctx.constant_segment;
+    s.offset = offset;
+    t->storage.Set(std::move(s));
+    g.values.push_back(std::move(t));
+    g.lifetimes.emplace_back(0, last);
+    return static_cast<uint32_t>(g.values.size() - 1);
+  };
+  auto info = std::make_unique<fb::QuantInfoT>();
+  info->scale_dtype = static_cast<fb::ScalarType>(q.scale_dtype);
+  info->block = q.block;
+  info->scale_layout = fb::ScaleLayout::RowMajor;
+  info->scale = add_constant(q.scale_dtype, {Dim{q.scale_dims[0], 0}, Dim{q.scale_dims[1], 0}},
+                             ctx.constants.scale_offsets.at(id));
+  if (q.has_global_scale) {
+    info->global_scale = static_cast<int32_t>(add_constant(ScalarType::F32, {}, ctx.constants.global_offsets.at(id)));
+  }
+  return info;
+}
+
 std::unique_ptr<fb::NamedValueT> named(const std::string& name, uint32_t value) {
   auto nv = std::make_unique<fb::NamedValueT>();
   nv->name = name;
@@ -229,8 +260,11 @@ std::unique_ptr<fb::InstructionT> make_kernel_call(const Node& node, const std::
 }
 
 // The nested Graph of a GRAPH delegate: its inputs and outputs have no storage (bound to the
-// caller's values), constants point into the Program's Constants segment, internals are Planned
-// in the calling Method's arenas.
+// caller's values), constants point into the Program's Constants segment (a quantized one with its
+// scale constants, as in the Method), internals are Planned in the calling Method's arenas, and the
+// program state the run reads or writes in place is a value with StateStorage{name}, exactly as the
+// Method would write it (same dtype, and dims whose `sym` indexes this payload's own `symbols`, a
+// copy of the Method graph's, so the symbol's name is the one the StateDecl's Program symbol has).
 std::vector<uint8_t> build_delegate_payload(const StorageContext& ctx, const DelegateGraph& d, bool strip_debug) {
   const Graph& graph = ctx.graph;
   std::vector<int> order;
@@ -246,10 +280,11 @@ std::vector<uint8_t> build_delegate_payload(const StorageContext& ctx, const Del
     for (int v : graph.nodes[static_cast<size_t>(n)].inputs) add(v);
     for (int v : graph.nodes[static_cast<size_t>(n)].outputs) add(v);
   }
-  for (int id : order) {
-    if (graph.values[static_cast<size_t>(id)].quant) {
-      throw ExportError("serialize: quantized value '" + graph.values[static_cast<size_t>(id)].name +
-                        "' inside a " + d.backend + " delegate (GRAPH payloads do not carry scales yet)");
+  for (int v : d.states) {
+    if (d.inputs.end() != std::find(d.inputs.begin(), d.inputs.end(), v) ||
+        d.outputs.end() != std::find(d.outputs.begin(), d.outputs.end(), v)) {
+      throw ExportError("serialize: state '" + graph.values[static_cast<size_t>(v)].state + "' is an input or output of a " +
+                        d.backend + " delegate");
     }
   }
   const std::set<int> io(d.inputs.begin(), d.inputs.end());
@@ -278,9 +313,16 @@ std::vector<uint8_t> build_delegate_payload(const StorageContext& ctx, const Del
   }
   for (size_t k = 0; k < order.size(); ++k) {
     const int id = order[k];
-    if (io.count(id) || graph.values[static_cast<size_t>(id)].is_constant()) first[k] = 0;
-    if (outs.count(id) || graph.values[static_cast<size_t>(id)].is_constant()) end[k] = last;
+    const Value& v = graph.values[static_cast<size_t>(id)];
+    // Constants and state outlive the call (state persists across calls): live throughout.
+    if (io.count(id) || v.is_constant() || v.is_state()) first[k] = 0;
+    if (outs.count(id) || v.is_constant() || v.is_state()) end[k] = last;
     g.lifetimes.emplace_back(first[k], std::max(first[k], end[k]));
+  }
+  for (int id : order) {
+    if (!graph.values[static_cast<size_t>(id)].quant) continue;
+    auto info = make_quant_info(ctx, id, last, g);  // appends to g.values: index after it
+    g.values[index.at(id)]->quant = std::move(info);
   }
   g.symbols = to_fb_symbols(graph);
   flatbuffers::FlatBufferBuilder fbb;
@@ -411,32 +453,8 @@ SerializedProgram serialize_program(const Graph& graph, const Partition& partiti
   }
   // A quantized constant's scale (and global scale): extra constants after the graph's values.
   for (int id : method_ids) {
-    const Value& v = graph.values[static_cast<size_t>(id)];
-    if (!v.quant) continue;
-    const QuantParams& q = *v.quant;
-    auto add_constant = [&](ScalarType dtype, std::vector<Dim> dims, uint64_t offset) {
-      auto t = std::make_unique<fb::TensorT>();
-      t->dtype = static_cast<fb::ScalarType>(dtype);
-      t->dims = to_fb_dims(dims);
-      t->dim_order = fb::DimOrder::Contiguous;
-      t->nbytes = nbytes_of(dtype, numel_max(dims));
-      fb::ConstantStorageT s;
-      s.segment = constant_segment;
-      s.offset = offset;
-      t->storage.Set(std::move(s));
-      g->values.push_back(std::move(t));
-      g->lifetimes.emplace_back(0, last_step);
-      return static_cast<uint32_t>(g->values.size() - 1);
-    };
-    auto info = std::make_unique<fb::QuantInfoT>();
-    info->scale_dtype = static_cast<fb::ScalarType>(q.scale_dtype);
-    info->block = q.block;
-    info->scale_layout = fb::ScaleLayout::RowMajor;
-    info->scale = add_constant(q.scale_dtype, {Dim{q.scale_dims[0], 0}, Dim{q.scale_dims[1], 0}},
-                               constants.scale_offsets.at(id));
-    if (q.has_global_scale) {
-      info->global_scale = static_cast<int32_t>(add_constant(ScalarType::F32, {}, constants.global_offsets.at(id)));
-    }
+    if (!graph.values[static_cast<size_t>(id)].quant) continue;
+    auto info = make_quant_info(ctx, id, last_step, *g);  // appends to g->values: index after it
     g->values[index.at(id)]->quant = std::move(info);
   }
   for (const NamedValue& nv : graph.inputs) g->inputs.push_back(named(nv.name, index.at(nv.value)));

@@ -3,6 +3,7 @@
 // the exporter's own tests build even while the executor is being changed.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -42,9 +43,12 @@ Buffer aligned_buffer(size_t size, size_t alignment = 65536) {
   return Buffer(p);
 }
 
-// Runs `file` in the runtime on `inputs` (f32) and returns the outputs.
+// Runs `file` in the runtime on `inputs` (f32) and returns the outputs. With Fallback::Fail (the
+// default) a delegate must really run on its backend. The scratch is MethodMeta's, or `min_scratch`
+// bytes when that is more.
 std::vector<HostTensor> run_in_runtime(const std::vector<uint8_t>& file, const std::vector<HostTensor>& inputs,
-                                       const std::vector<const char*>& backend_list) {
+                                       const std::vector<const char*>& backend_list,
+                                       Fallback fallback = Fallback::Fail, size_t min_scratch = 0) {
   auto kernels = std::make_unique<KernelRegistry>();
   EXPECT_TRUE(register_builtin(*kernels).is_ok());
   auto backends = std::make_unique<BackendRegistry>();
@@ -57,7 +61,7 @@ std::vector<HostTensor> run_in_runtime(const std::vector<uint8_t>& file, const s
   BufferDataLoader loader(bytes.get(), file.size());
   LoadOptions options;
   options.backends = Span<const char* const>(backend_list.data(), backend_list.size());
-  options.fallback = Fallback::Fail;  // the delegate must really run on its backend
+  options.fallback = fallback;
   ErrorContext ctx;
   Result<Program> program = Program::load(loader, runtime, options, &ctx);
   if (!program.is_ok()) {
@@ -75,9 +79,10 @@ std::vector<HostTensor> run_in_runtime(const std::vector<uint8_t>& file, const s
     arena_mem.push_back(aligned_buffer(arena.size + 64, 64));
     arenas.emplace_back(arena_mem.back().get(), arena.size);
   }
-  Buffer scratch = aligned_buffer(meta->scratch_bytes() + 64, 64);
+  const size_t scratch_bytes = std::max(meta->scratch_bytes(), min_scratch);
+  Buffer scratch = aligned_buffer(scratch_bytes + 64, 64);
   ember::MemoryPlan memory(allocator, Span<Span<uint8_t>>(arenas.data(), arenas.size()),
-                    Span<uint8_t>(scratch.get(), meta->scratch_bytes()));
+                    Span<uint8_t>(scratch.get(), scratch_bytes));
   Result<Method> method = program->load_method("forward", memory, &ctx);
   if (!method.is_ok()) {
     ADD_FAILURE() << "load_method: " << ctx.message;
@@ -147,6 +152,52 @@ TEST(EndToEndTest, CnnWithNullDelegateMatchesOracle) {
     const auto actual = run_in_runtime(r.program.bytes, in, {"null"});
     ASSERT_EQ(actual.size(), 1u);
     expect_close(actual[0], expected[0]);
+  }
+}
+
+// A quantized linear delegated to a backend this runtime does not have ("sim") runs on the portable
+// fallback from the payload alone: its QuantInfo, scale and global scale constants must be the
+// Method's, or the output would differ from the portable export's (compared bit for bit).
+TEST(EndToEndTest, QuantizedLinearInAGraphPayloadRunsLikeThePortableOne) {
+  const CapabilityManifest manifest = CapabilityManifest::parse(R"({"format": 1, "kernels": [
+      {"op": "relu", "dtypes": ["f32","f32"], "library": "cpu"},
+      {"op": "linear", "dtypes": ["f32","f8_e4m3fn","f32","f32"], "quant": "per_channel", "library": "cpu"},
+      {"op": "linear", "dtypes": ["f32","f8_e4m3fn","f32","f32"], "quant": "block2d", "library": "cpu"},
+      {"op": "linear", "dtypes": ["f32","f8_e4m3fn","f32","f32"], "quant": "mx", "library": "cpu"},
+      {"op": "linear", "dtypes": ["f32","f4_e2m1","f32","f32"], "quant": "nvfp4", "library": "cpu"}],
+    "backends": [{"id": "sim", "ops": [
+      {"op": "linear", "dtypes": ["f32","f8_e4m3fn","f32","f32"], "quant": "per_channel"},
+      {"op": "linear", "dtypes": ["f32","f8_e4m3fn","f32","f32"], "quant": "block2d"},
+      {"op": "linear", "dtypes": ["f32","f8_e4m3fn","f32","f32"], "quant": "mx"},
+      {"op": "linear", "dtypes": ["f32","f4_e2m1","f32","f32"], "quant": "nvfp4"}]}]})");
+  for (QuantPreset preset : {QuantPreset::Fp8, QuantPreset::Fp8Block, QuantPreset::Fp8Dynamic, QuantPreset::Mxfp8,
+                             QuantPreset::Nvfp4}) {
+    SCOPED_TRACE(to_string(preset));
+    std::vector<std::vector<HostTensor>> outputs;
+    for (bool delegated : {false, true}) {
+      GraphBuilder b(3);
+      b.symbol("batch", 1, 4);
+      const ValueId x = b.input("x", ScalarType::F32, {DimSpec::sym("batch"), 160});
+      const ValueId w = b.random_normal("w", {200, 160}, 0.0f, 0.08f);
+      const ValueId bias = b.random_normal("bias", {200}, 0.0f, 0.1f);
+      b.output("y", b.relu(b.linear(x, w, bias, "fc"), "act"));
+      ExportOptions options;
+      options.manifest = &manifest;
+      options.backends = delegated ? std::vector<std::string>{"sim", "portable"} : std::vector<std::string>{"portable"};
+      QuantizeOptions q;
+      q.preset = preset;
+      q.min_size = 1;
+      options.quantize = q;
+      const ExportResult r = export_graph(b.build(), options);
+      ASSERT_EQ(r.partition.delegates.size(), delegated ? 1u : 0u);
+      // MethodMeta sizes the scratch for the Method graph's kernels only, not for those of a GRAPH
+      // payload run on the portable fallback (a runtime-side gap): give the fallback room.
+      outputs.push_back(run_in_runtime(r.program.bytes, {HostTensor::from_f32({3, 160}, pattern(3 * 160))}, {},
+                                       Fallback::Portable, size_t{1} << 20));
+      ASSERT_EQ(outputs.back().size(), 1u);
+    }
+    EXPECT_EQ(outputs[1][0].dims, outputs[0][0].dims);
+    EXPECT_EQ(outputs[1][0].bytes, outputs[0][0].bytes);
   }
 }
 

@@ -109,5 +109,90 @@ TEST(PartitionerTest, DelegateOutputsIncludeValuesReadLater) {
   EXPECT_TRUE(p.delegates[0].internals.empty());
 }
 
+// Backend entries carry "dim_order" and "quant" as kernel entries do (defaults contiguous / none).
+TEST(PartitionerTest, ManifestBackendEntriesReadDimOrderAndQuant) {
+  const CapabilityManifest m = CapabilityManifest::parse(R"({"format": 1, "backends": [{"id": "sim", "ops": [
+      {"op": "linear", "dtypes": ["f32","f8_e4m3fn","-","f32"], "dim_order": "contiguous", "quant": "per_channel"},
+      {"op": "linear", "dtypes": ["f32","f32","-","f32"]},
+      {"op": "relu", "dtypes": ["f32","f32"], "dim_order": "channels_last"}]}]})");
+  const std::vector<std::string> fp8 = {"f32", "f8_e4m3fn:per_channel", "-", "f32"};
+  EXPECT_TRUE(m.backend_supports("sim", "linear", fp8));
+  EXPECT_TRUE(m.backend_supports("sim", "linear", fp8, "contiguous"));
+  EXPECT_FALSE(m.backend_supports("sim", "linear", fp8, "channels_last"));
+  EXPECT_FALSE(m.backend_supports("sim", "linear", {"f32", "f8_e4m3fn", "-", "f32"}));  // layout is part of the dtype
+  EXPECT_FALSE(m.backend_supports("sim", "linear", {"f32", "f8_e4m3fn:block2d", "-", "f32"}));
+  EXPECT_TRUE(m.backend_supports("sim", "linear", {"f32", "f32", "-", "f32"}));
+  // A channels_last entry is kept, and matches channels_last nodes only.
+  EXPECT_FALSE(m.backend_supports("sim", "relu", {"f32", "f32"}));
+  EXPECT_TRUE(m.backend_supports("sim", "relu", {"f32", "f32"}, "channels_last"));
+  EXPECT_FALSE(m.backend_supports("other", "relu", {"f32", "f32"}, "channels_last"));
+  // Portable entries follow the same rule.
+  EXPECT_FALSE(testing::test_manifest().portable_supports("tanh", {"f32", "f32"}));
+  EXPECT_TRUE(testing::test_manifest().portable_supports("tanh", {"f32", "f32"}, "channels_last"));
+  EXPECT_TRUE(testing::test_manifest().portable_supports("linear", fp8));
+
+  // Names outside the schema's dim orders and QuantLayout's names are errors naming the entry.
+  auto parse_error = [](const std::string& entry) {
+    try {
+      CapabilityManifest::parse(R"({"format": 1, "backends": [{"id": "sim", "ops": [)" + entry + "]}]}", "bad.json");
+    } catch (const ExportError& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  std::string err = parse_error(R"({"op": "relu", "dtypes": ["f32","f32"], "dim_order": "nhwc"})");
+  EXPECT_NE(err.find("dim_order 'nhwc'"), std::string::npos) << err;
+  EXPECT_NE(err.find("backend 'sim'"), std::string::npos) << err;
+  EXPECT_NE(err.find("relu(f32, f32)"), std::string::npos) << err;
+  err = parse_error(R"({"op": "linear", "dtypes": ["f32","f8_e4m3fn","-","f32"], "quant": "per-channel"})");
+  EXPECT_NE(err.find("quant 'per-channel'"), std::string::npos) << err;
+  err = parse_error(R"({"op": "relu", "dtypes": ["f32"], "quant": "per_channel"})");
+  EXPECT_NE(err.find("no weight argument"), std::string::npos) << err;
+  err = parse_error(R"({"op": "relu", "dtypes": ["f32","f32"], "quant": 3})");
+  EXPECT_NE(err.find("\"quant\" must be a string"), std::string::npos) << err;
+}
+
+// x [2, 64] -> linear(w: f8_e4m3fn [32, 64] with one f32 scale per output channel).
+Graph fp8_per_channel_graph() {
+  GraphBuilder b;
+  const ValueId x = b.input("x", ScalarType::F32, {2, 64});
+  auto q = std::make_shared<QuantParams>();
+  q->scale_dtype = ScalarType::F32;
+  q->block = {1, 64};
+  q->scale_dims = {32, 1};
+  const std::vector<float> scales(32, 0.5f);
+  q->scale = std::make_shared<const std::vector<uint8_t>>(reinterpret_cast<const uint8_t*>(scales.data()),
+                                                           reinterpret_cast<const uint8_t*>(scales.data() + 32));
+  const ValueId w = b.constant_quantized("w", ScalarType::F8E4M3FN, {32, 64}, std::vector<uint8_t>(32 * 64, 0x30), q);
+  b.output("y", b.linear(x, w, kNoValue, "fc"));
+  return b.build();
+}
+
+TEST(PartitionerTest, QuantizedWeightIsDelegatedOnlyInALayoutTheBackendLists) {
+  const Graph g = fp8_per_channel_graph();
+  ASSERT_EQ(node_dtypes(g, g.nodes[0]), (std::vector<std::string>{"f32", "f8_e4m3fn:per_channel", "-", "f32"}));
+  auto manifest = [](const std::string& sim_quant, const std::string& sim_dim_order) {
+    return CapabilityManifest::parse(R"({"format": 1, "kernels": [
+        {"op": "linear", "dtypes": ["f32","f8_e4m3fn","-","f32"], "quant": "per_channel", "library": "cpu"}],
+      "backends": [{"id": "sim", "ops": [{"op": "linear", "dtypes": ["f32","f8_e4m3fn","-","f32"],
+        "dim_order": ")" + sim_dim_order + R"(", "quant": ")" + sim_quant + R"("}]}]})");
+  };
+  {
+    const Partition p = partition_graph(g, manifest("per_channel", "contiguous"), {"sim", "portable"});
+    ASSERT_EQ(p.delegates.size(), 1u);
+    EXPECT_EQ(p.node_backend[0], "sim");
+    EXPECT_EQ(p.delegates[0].constants, (std::vector<int>{g.find_value("w")}));
+    EXPECT_TRUE(p.delegates[0].states.empty());
+  }
+  for (const auto& [quant, dim_order] : std::vector<std::pair<std::string, std::string>>{
+           {"block2d", "contiguous"}, {"per_tensor", "contiguous"}, {"none", "contiguous"},
+           {"per_channel", "channels_last"}}) {
+    SCOPED_TRACE(quant + " " + dim_order);
+    const Partition p = partition_graph(g, manifest(quant, dim_order), {"sim", "portable"});
+    EXPECT_TRUE(p.delegates.empty());
+    EXPECT_EQ(p.node_backend[0], "portable");
+  }
+}
+
 }  // namespace
 }  // namespace ember::exporter
