@@ -60,6 +60,17 @@ bool supports_graph(const Backend& backend, const char* name, const RuntimeConte
   return true;
 }
 
+// What Program asks the app's DeviceAllocator for a host state (the same request frees it).
+AllocationRequest host_state_request(const Program::State& state) {
+  AllocationRequest request;
+  request.domain = MemoryDomain::Host;
+  request.purpose = AllocationRequest::Purpose::State;
+  request.bytes = state.nbytes;
+  request.owner = "program";
+  request.name = state.name;
+  return request;
+}
+
 }  // namespace
 
 Status Program::choose_backends(ErrorContext* ctx) {
@@ -258,14 +269,9 @@ Status Program::claim_states(ErrorContext* ctx) {
       state.memory = claim[s].owner->state_requirements(spec);
       continue;
     }
-    AllocationRequest request;
-    request.domain = MemoryDomain::Host;
-    request.purpose = AllocationRequest::Purpose::State;
-    request.bytes = state.nbytes;
-    request.owner = "program";
-    request.name = state.name;
-    state.data = state.nbytes > SIZE_MAX ? nullptr
-                                         : static_cast<uint8_t*>(allocate_host_memory(runtime_.device_allocator, request));
+    state.data = state.nbytes > SIZE_MAX
+                     ? nullptr
+                     : static_cast<uint8_t*>(allocate_host_memory(runtime_.device_allocator, host_state_request(state)));
     if (state.data == nullptr) {
       return EMBER_FAIL(ctx, Error::OutOfMemory, "allocating state '%s' (%llu bytes)", state.name,
                         static_cast<unsigned long long>(state.nbytes));
@@ -499,13 +505,7 @@ void Program::release() {
     if (state.backend != nullptr) {
       state.backend->destroy_state(state.buffer);
     } else if (state.data != nullptr) {
-      AllocationRequest request;
-      request.domain = MemoryDomain::Host;
-      request.purpose = AllocationRequest::Purpose::State;
-      request.bytes = state.nbytes;
-      request.owner = "program";
-      request.name = state.name;
-      free_host_memory(runtime_.device_allocator, request, state.data);
+      free_host_memory(runtime_.device_allocator, host_state_request(state), state.data);
     }
   }
   platform_aligned_free(states_);

@@ -44,11 +44,10 @@ Buffer aligned_buffer(size_t size, size_t alignment = 65536) {
 }
 
 // Runs `file` in the runtime on `inputs` (f32) and returns the outputs. With Fallback::Fail (the
-// default) a delegate must really run on its backend. The scratch is MethodMeta's, or `min_scratch`
-// bytes when that is more.
+// default) a delegate must really run on its backend. The scratch is MethodMeta's.
 std::vector<HostTensor> run_in_runtime(const std::vector<uint8_t>& file, const std::vector<HostTensor>& inputs,
                                        const std::vector<const char*>& backend_list,
-                                       Fallback fallback = Fallback::Fail, size_t min_scratch = 0) {
+                                       Fallback fallback = Fallback::Fail) {
   auto kernels = std::make_unique<KernelRegistry>();
   EXPECT_TRUE(register_builtin(*kernels).is_ok());
   auto backends = std::make_unique<BackendRegistry>();
@@ -79,7 +78,7 @@ std::vector<HostTensor> run_in_runtime(const std::vector<uint8_t>& file, const s
     arena_mem.push_back(aligned_buffer(arena.size + 64, 64));
     arenas.emplace_back(arena_mem.back().get(), arena.size);
   }
-  const size_t scratch_bytes = std::max(meta->scratch_bytes(), min_scratch);
+  const size_t scratch_bytes = meta->scratch_bytes();
   Buffer scratch = aligned_buffer(scratch_bytes + 64, 64);
   ember::MemoryPlan memory(allocator, Span<Span<uint8_t>>(arenas.data(), arenas.size()),
                     Span<uint8_t>(scratch.get(), scratch_bytes));
@@ -190,10 +189,9 @@ TEST(EndToEndTest, QuantizedLinearInAGraphPayloadRunsLikeThePortableOne) {
       options.quantize = q;
       const ExportResult r = export_graph(b.build(), options);
       ASSERT_EQ(r.partition.delegates.size(), delegated ? 1u : 0u);
-      // MethodMeta sizes the scratch for the Method graph's kernels only, not for those of a GRAPH
-      // payload run on the portable fallback (a runtime-side gap): give the fallback room.
+      // MethodMeta's scratch covers the kernels of GRAPH payloads run on the portable fallback.
       outputs.push_back(run_in_runtime(r.program.bytes, {HostTensor::from_f32({3, 160}, pattern(3 * 160))}, {},
-                                       Fallback::Portable, size_t{1} << 20));
+                                       Fallback::Portable));
       ASSERT_EQ(outputs.back().size(), 1u);
     }
     EXPECT_EQ(outputs[1][0].dims, outputs[0][0].dims);
