@@ -1,10 +1,10 @@
 # The app-facing archives (DESIGN §1): libruntime.a = platform + core + program + kernel + backend +
-# executor + kernels; libruntime_llm.a; one libruntime_<backend>.a per backend. Built from the per-folder targets'
+# interpreter + executor + kernels; libruntime_llm.a; one libruntime_<backend>.a per backend. Built from the per-folder targets'
 # objects, so the folder DAG stays the link graph inside the project. Installed with headers, a
 # CMake package (ember::runtime, ember::runtime_null) and pkg-config files naming each archive's
 # own dependencies.
 set(EMBER_RUNTIME_PARTS ember_runtime_platform ember_runtime_core ember_runtime_program ember_runtime_kernel
-    ember_runtime_backend ember_runtime_executor ember_kernels_reference ember_kernels_cpu ember_kernels)
+    ember_runtime_backend ember_runtime_interpreter ember_runtime_executor ember_kernels_reference ember_kernels_cpu ember_kernels)
 
 function(ember_add_archive name output)
   set(objects "")

@@ -14,10 +14,13 @@ ALLOWED = {
     "runtime/kernel": RUNTIME_BASE + ["runtime/program", "runtime/kernel", "schema"],
     # backend → kernel: the capability query speaks KernelKey, and GraphRunner is what host backends embed.
     "runtime/backend": RUNTIME_BASE + ["runtime/program", "runtime/kernel", "runtime/backend", "schema"],
-    "runtime/executor": RUNTIME_BASE + ["runtime/program", "runtime/kernel", "runtime/backend", "runtime/executor",
-                                        "schema"],
-    "runtime/llm": RUNTIME_BASE + ["runtime/program", "runtime/kernel", "runtime/backend", "runtime/executor",
-                                   "runtime/llm", "schema"],
+    # interpreter: GraphRunner (kernels + delegate calls) and the host-graph layout backends embed.
+    "runtime/interpreter": RUNTIME_BASE + ["runtime/program", "runtime/kernel", "runtime/backend",
+                                           "runtime/interpreter", "schema"],
+    "runtime/executor": RUNTIME_BASE + ["runtime/program", "runtime/kernel", "runtime/backend", "runtime/interpreter",
+                                        "runtime/executor", "schema"],
+    "runtime/llm": RUNTIME_BASE + ["runtime/program", "runtime/kernel", "runtime/backend", "runtime/interpreter",
+                                   "runtime/executor", "runtime/llm", "schema"],
     "kernels/reference": RUNTIME_BASE + ["runtime/program", "runtime/kernel", "kernels/reference", "schema"],
     "kernels/cpu": RUNTIME_BASE + ["runtime/program", "runtime/kernel", "kernels/cpu", "schema"],
     "kernels": RUNTIME_BASE + ["runtime/program", "runtime/kernel", "kernels", "schema"],
@@ -43,7 +46,8 @@ def owner(path: str):
 
 def allowed_for(folder: str):
     if folder.startswith("backends/"):
-        return RUNTIME_BASE + ["runtime/program", "runtime/kernel", "runtime/backend", "kernels", "schema", folder]
+        return RUNTIME_BASE + ["runtime/program", "runtime/kernel", "runtime/backend", "runtime/interpreter", "kernels",
+                               "schema", folder]
     return ALLOWED.get(folder)
 
 

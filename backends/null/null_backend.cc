@@ -2,7 +2,7 @@
 #include <new>
 
 #include "backends/null/register.h"
-#include "runtime/backend/host_graph.h"
+#include "runtime/interpreter/host_graph.h"
 #include "runtime/kernel/kernel_registry.h"
 #include "runtime/platform/platform.h"
 
@@ -84,7 +84,7 @@ class NullBackend final : public Backend {
     KernelContext kernel_ctx;
     kernel_ctx.pool = ctx.pool;
     kernel_ctx.scratch = ctx.scratch;
-    EMBER_RETURN_IF_ERROR(r.run(kernel_ctx, ctx.abort, nullptr, nullptr, ctx.error));
+    EMBER_RETURN_IF_ERROR(r.run(kernel_ctx, ctx.abort, ctx.error));
     r.read_outputs(outputs);
     return Status::ok();
   }

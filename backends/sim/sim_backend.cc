@@ -6,7 +6,7 @@
 #include <new>
 
 #include "backends/sim/register.h"
-#include "runtime/backend/host_graph.h"
+#include "runtime/interpreter/host_graph.h"
 #include "runtime/core/thread_pool.h"
 #include "runtime/kernel/kernel_registry.h"
 #include "runtime/platform/platform.h"
@@ -267,7 +267,7 @@ class SimBackend final : public Backend {
     KernelContext kernel_ctx;
     kernel_ctx.pool = ctx.pool;
     kernel_ctx.scratch = h->scratch;
-    EMBER_RETURN_IF_ERROR(r.run(kernel_ctx, ctx.abort, nullptr, nullptr, ctx.error));
+    EMBER_RETURN_IF_ERROR(r.run(kernel_ctx, ctx.abort, ctx.error));
     for (size_t k = 0; k < outputs.size(); ++k) {
       const TensorView& done = r.value(g.outputs()->Get(static_cast<uint32_t>(k))->value());
       outputs[k].rank = done.rank;

@@ -13,7 +13,6 @@
 namespace ember {
 namespace {
 
-constexpr size_t kMaxDelegateArgs = 64;  // also enforced by the validator
 
 template <typename T>
 uint32_t size_of(const flatbuffers::Vector<T>* v) { return v ? v->size() : 0; }
@@ -72,7 +71,7 @@ size_t init_bytes(const fb::Delegate* del, const fb::Graph* graph) {
 
 }  // namespace
 
-const size_t Method::kDelegateSlotBytes = sizeof(Method::DelegateSlot);
+const size_t Method::kDelegateSlotBytes = sizeof(Method::DelegateSlot) + sizeof(Method::DelegateLabel);
 
 namespace internal {
 
@@ -93,10 +92,10 @@ void read_compile_specs(const fb::Delegate& delegate, CompileSpec* out) {
 }
 
 size_t method_allocator_bytes(const Program& program, const fb::Method& method) {
-  size_t bytes = align16(size_of(method.delegates()) * Method::kDelegateSlotBytes) +
-                 GraphRunner::memory_bytes(*method.graph());
+  // A binding and a label per delegate (both multiples of 16 bytes: load_method checks it).
+  size_t bytes = size_of(method.delegates()) * Method::kDelegateSlotBytes + GraphRunner::memory_bytes(*method.graph());
   if (program.backend_choice(method, Program::kWholeMethod)->backend != nullptr) {
-    bytes += align16(Method::kDelegateSlotBytes) + init_bytes(nullptr, method.graph());
+    bytes += Method::kDelegateSlotBytes + init_bytes(nullptr, method.graph());
   }
   for (uint32_t d = 0; d < size_of(method.delegates()); ++d) {
     const fb::Delegate& del = *method.delegates()->Get(d);
@@ -180,13 +179,20 @@ Result<Method> Program::load_method(const char* name, MemoryPlan& memory, ErrorC
     return EMBER_FAIL(ctx, Error::OutOfMemory, "method allocator has %zu bytes left, method '%s' needs %zu",
                       alloc.remaining().size(), name, method.meta_.method_allocator_bytes());
   }
+  static_assert(sizeof(Method::DelegateSlot) % 16 == 0 && sizeof(Method::DelegateLabel) % 16 == 0,
+                "method_allocator_bytes counts both without padding");
   const uint32_t delegate_count = size_of(fm->delegates());
   method.delegates_ = static_cast<Method::DelegateSlot*>(
       alloc.allocate(align16(delegate_count * sizeof(Method::DelegateSlot)), 16));
-  if (delegate_count > 0 && method.delegates_ == nullptr) {
+  method.labels_ = static_cast<Method::DelegateLabel*>(
+      alloc.allocate(align16(delegate_count * sizeof(Method::DelegateLabel)), 16));
+  if (delegate_count > 0 && (method.delegates_ == nullptr || method.labels_ == nullptr)) {
     return EMBER_FAIL(ctx, Error::OutOfMemory, "method allocator too small for delegate records");
   }
-  for (uint32_t d = 0; d < delegate_count; ++d) new (&method.delegates_[d]) Method::DelegateSlot();
+  for (uint32_t d = 0; d < delegate_count; ++d) {
+    new (&method.delegates_[d]) Method::DelegateSlot();
+    new (&method.labels_[d]) Method::DelegateLabel();
+  }
   method.delegate_count_ = delegate_count;
 
   // A backend that runs the whole body: the runner keeps only the method's I/O views.
@@ -196,28 +202,32 @@ Result<Method> Program::load_method(const char* name, MemoryPlan& memory, ErrorC
   EMBER_RETURN_IF_ERROR(method.runner_.bind(GraphView(fm->graph(), segments()), runtime_.kernels, debug_, alloc,
                                             resolve_storage, &rc, ctx));
   if (body.backend != nullptr) {
-    void* storage = alloc.allocate(align16(sizeof(Method::DelegateSlot)), 16);
-    if (storage == nullptr) return EMBER_FAIL(ctx, Error::OutOfMemory, "method allocator too small for a delegate record");
-    method.whole_ = new (storage) Method::DelegateSlot();
+    void* slot = alloc.allocate(align16(sizeof(Method::DelegateSlot)), 16);
+    void* label = alloc.allocate(align16(sizeof(Method::DelegateLabel)), 16);
+    if (slot == nullptr || label == nullptr) {
+      return EMBER_FAIL(ctx, Error::OutOfMemory, "method allocator too small for a delegate record");
+    }
+    method.whole_ = new (slot) Method::DelegateSlot();
+    method.whole_label_ = new (label) Method::DelegateLabel();
     EMBER_RETURN_IF_ERROR(Method::init_backend(*this, name, kWholeMethod, nullptr, *fm->graph(), body.backend,
-                                               body.name, alloc, *method.whole_, ctx));
+                                               body.name, alloc, *method.whole_, *method.whole_label_, ctx));
   }
 
   for (uint32_t d = 0; d < delegate_count; ++d) {
     const fb::Delegate& del = *fm->delegates()->Get(d);
     Method::DelegateSlot& slot = method.delegates_[d];
-    slot.backend_id = del.backend_id()->c_str();
+    const char* exported = del.backend_id()->c_str();
     const BackendChoice& choice = *backend_choice(*fm, d);
     if (choice.backend != nullptr) {
       EMBER_RETURN_IF_ERROR(Method::init_backend(*this, name, d, &del,
                                                  del.format() == fb::DelegateFormat::Graph ? *del.payload_nested_root()
                                                                                            : *fm->graph(),
-                                                 choice.backend, choice.name, alloc, slot, ctx));
+                                                 choice.backend, choice.name, alloc, slot, method.labels_[d], ctx));
       continue;
     }
     if (options_.fallback == Fallback::Fail || del.format() != fb::DelegateFormat::Graph) {
       return EMBER_FAIL(ctx, Error::BackendUnavailable, "method '%s' delegate %u (exported for '%s') has no backend: %s%s",
-                        name, d, slot.backend_id, choice.reason,
+                        name, d, exported, choice.reason,
                         del.format() != fb::DelegateFormat::Graph ? " (OPAQUE payloads cannot fall back)" : "");
     }
     void* storage = alloc.allocate(align16(sizeof(GraphRunner)), 16);
@@ -225,16 +235,17 @@ Result<Method> Program::load_method(const char* name, MemoryPlan& memory, ErrorC
     slot.fallback = new (storage) GraphRunner();
     EMBER_RETURN_IF_ERROR(slot.fallback->bind(GraphView(del.payload_nested_root(), segments()), runtime_.kernels,
                                               debug_, alloc, resolve_storage, &rc, ctx));
-    slot.runs_on = "portable";
-    std::snprintf(slot.label, sizeof(slot.label), "portable (fallback for %s)", slot.backend_id);
+    slot.name = "portable";
+    std::snprintf(method.labels_[d].text, sizeof(method.labels_[d].text), "portable (fallback for %s)", exported);
     EMBER_LOG(Info, "method '%s' delegate %u: %s", name, d, choice.reason);
   }
+  method.runner_.set_delegates(Span<const Method::DelegateSlot>(method.delegates_, delegate_count));
   return Result<Method>(std::move(method));
 }
 
 Status Method::init_backend(const Program& program, const char* method_name, uint32_t index, const fb::Delegate* del,
                             const fb::Graph& graph, const Backend* backend, const char* backend_name,
-                            BumpAllocator& alloc, DelegateSlot& slot, ErrorContext* ctx) {
+                            BumpAllocator& alloc, DelegateSlot& slot, DelegateLabel& label, ErrorContext* ctx) {
   const bool opaque = del != nullptr && del->format() != fb::DelegateFormat::Graph;
   const uint32_t spec_count = del != nullptr ? size_of(del->compile_specs()) : 0;
   if (spec_count > internal::kMaxCompileSpecs) {
@@ -296,8 +307,8 @@ Status Method::init_backend(const Program& program, const char* method_name, uin
   }
   slot.backend = backend;
   slot.handle = handle.value();
-  slot.runs_on = backend_name;
-  std::snprintf(slot.label, sizeof(slot.label), index == Program::kWholeMethod ? "%s (whole method)" : "%s",
+  slot.name = backend_name;
+  std::snprintf(label.text, sizeof(label.text), index == Program::kWholeMethod ? "%s (whole method)" : "%s",
                 backend_name);
   return Status::ok();
 }
@@ -308,9 +319,10 @@ Method::Method(Method&& other) noexcept
       meta_(other.meta_),
       runner_(other.runner_),
       delegates_(other.delegates_),
+      labels_(other.labels_),
       delegate_count_(other.delegate_count_),
       whole_(other.whole_),
-      tracer_(other.tracer_),
+      whole_label_(other.whole_label_),
       scratch_(other.scratch_),
       pool_(other.pool_) {
   abort_.store(other.abort_.load());
@@ -373,129 +385,23 @@ const TensorView* Method::output(size_t i) const {
 
 Status Method::execute(ErrorContext* ctx) {
   if (ctx) ctx->phase = ErrorContext::Phase::Execute;
-  Status status;
-  if (whole_ != nullptr) {
-    status = execute_whole(ctx);
-  } else {
-    KernelContext kernel_ctx;
-    kernel_ctx.pool = pool_;
-    kernel_ctx.scratch = scratch_;
-    status = runner_.run(kernel_ctx, &abort_, run_delegate, this, ctx);
-  }
+  KernelContext kernel_ctx;
+  kernel_ctx.pool = pool_;
+  kernel_ctx.scratch = scratch_;
+  const Status status = whole_ != nullptr ? runner_.run_on_backend(*whole_, kernel_ctx, &abort_, ctx)
+                                          : runner_.run(kernel_ctx, &abort_, ctx);
   // Only a request that stopped this run is consumed; one that arrives after the last check stops
   // the next run ("a running or the next execute()").
   if (status.code() == Error::Cancelled) abort_.store(false);
   return status;
 }
 
-Status Method::execute_whole(ErrorContext* ctx) {
-  if (abort_.load(std::memory_order_relaxed)) return EMBER_FAIL(ctx, Error::Cancelled, "execution cancelled");
-  const fb::Graph& g = *method_->graph();
-  const uint32_t n_in = size_of(g.inputs()), n_out = size_of(g.outputs());
-  if (n_in > kMaxDelegateArgs || n_out > kMaxDelegateArgs) {
-    return EMBER_FAIL(ctx, Error::NotSupported, "a backend runs whole methods of up to %zu inputs and outputs",
-                      kMaxDelegateArgs);
-  }
-  TensorView in[kMaxDelegateArgs], out[kMaxDelegateArgs];
-  uint32_t out_values[kMaxDelegateArgs];
-  for (uint32_t k = 0; k < n_in; ++k) in[k] = runner_.value(g.inputs()->Get(k)->value());
-  for (uint32_t k = 0; k < n_out; ++k) {
-    out_values[k] = g.outputs()->Get(k)->value();
-    out[k] = runner_.value(out_values[k]);
-  }
-  return call_backend(*whole_, 0, "the whole method", Span<const TensorView>(in, n_in), Span<TensorView>(out, n_out), g,
-                      out_values, ctx);
-}
-
-Status Method::call_backend(DelegateSlot& slot, uint32_t instruction, const char* what, Span<const TensorView> in,
-                            Span<TensorView> out, const fb::Graph& caller, const uint32_t* out_values,
-                            ErrorContext* ctx) {
-  for (size_t k = 0; k < out.size(); ++k) {
-    void* data = out[k].data;
-    tensor_shape(*caller.values()->Get(out_values[k]), &out[k]);  // outputs arrive with their planned (max) dims
-    out[k].data = data;
-  }
-  BackendExecuteContext exec_ctx;
-  exec_ctx.pool = pool_;
-  exec_ctx.scratch = scratch_;
-  exec_ctx.error = ctx;
-  exec_ctx.abort = &abort_;
-  exec_ctx.tracer = tracer_;
-  Status status = slot.backend->execute(exec_ctx, slot.handle, in, out);
-  // One wait per call: the next instruction (or the app) may read the outputs on the host.
-  if (status.is_ok()) status = slot.backend->synchronize(exec_ctx, slot.handle);
-  if (!status.is_ok()) {
-    if (ctx && !ctx->has_error()) ctx->instruction = static_cast<int32_t>(instruction);
-    return EMBER_FAIL(ctx, status.code(), "backend '%s' failed running %s", slot.runs_on, what);
-  }
-  // A backend is trusted code, but a wrong rank or a dim past the declared max would overflow
-  // dst.dims or let the next kernels run past planned memory: check before copying.
-  for (size_t k = 0; k < out.size(); ++k) {
-    const fb::Tensor& t = *caller.values()->Get(out_values[k]);
-    const uint32_t rank = size_of(t.dims());
-    bool ok = out[k].rank == rank;
-    for (uint32_t d = 0; ok && d < rank; ++d) ok = out[k].dims[d] >= 0 && out[k].dims[d] <= t.dims()->Get(d)->max();
-    if (!ok) {
-      if (ctx && !ctx->has_error()) ctx->instruction = static_cast<int32_t>(instruction);
-      return EMBER_FAIL(ctx, Error::BackendFailed,
-                        "backend '%s' running %s returned output %zu with rank %u or dims beyond the declared rank %u "
-                        "/ max dims", slot.runs_on, what, k, static_cast<unsigned>(out[k].rank), rank);
-    }
-  }
-  TensorView* values = runner_.values();
-  for (size_t k = 0; k < out.size(); ++k) {  // actual output sizes (symbolic delegates)
-    TensorView& dst = values[out_values[k]];
-    dst.rank = out[k].rank;
-    for (int d = 0; d < out[k].rank; ++d) dst.dims[d] = out[k].dims[d];
-  }
-  return Status::ok();
-}
-
-Status Method::run_delegate(void* self, uint32_t instruction, const fb::DelegateCall& call, TensorView* values,
-                            ErrorContext* ctx) {
-  Method& m = *static_cast<Method*>(self);
-  DelegateSlot& slot = m.delegates_[call.index()];
-  const uint32_t n_in = size_of(call.inputs()), n_out = size_of(call.outputs());
-  TensorView in[kMaxDelegateArgs], out[kMaxDelegateArgs];
-  uint32_t out_values[kMaxDelegateArgs];
-  for (uint32_t k = 0; k < n_in; ++k) in[k] = values[call.inputs()->Get(k)];
-  for (uint32_t k = 0; k < n_out; ++k) {
-    out_values[k] = call.outputs()->Get(k);
-    out[k] = values[out_values[k]];
-  }
-  const fb::Graph& caller = *m.method_->graph();
-  if (slot.fallback == nullptr) {
-    char what[32];
-    std::snprintf(what, sizeof(what), "delegate %u", call.index());
-    return m.call_backend(slot, instruction, what, Span<const TensorView>(in, n_in), Span<TensorView>(out, n_out),
-                          caller, out_values, ctx);
-  }
-  GraphRunner& r = *slot.fallback;
-  for (uint32_t k = 0; k < n_out; ++k) {
-    void* data = out[k].data;
-    tensor_shape(*caller.values()->Get(out_values[k]), &out[k]);
-    out[k].data = data;
-  }
-  r.bind_io(Span<const TensorView>(in, n_in), Span<const TensorView>(out, n_out));
-  KernelContext kernel_ctx;
-  kernel_ctx.pool = m.pool_;
-  kernel_ctx.scratch = m.scratch_;
-  EMBER_RETURN_IF_ERROR(r.run(kernel_ctx, &m.abort_, nullptr, nullptr, ctx));
-  r.read_outputs(Span<TensorView>(out, n_out));
-  for (uint32_t k = 0; k < n_out; ++k) {  // actual output sizes (symbolic delegates)
-    TensorView& dst = values[out_values[k]];
-    dst.rank = out[k].rank;
-    for (int d = 0; d < out[k].rank; ++d) dst.dims[d] = out[k].dims[d];
-  }
-  return Status::ok();
-}
-
 const char* Method::instruction_backend(size_t i) const {
   if (i >= instruction_count()) return "";
-  if (whole_ != nullptr) return whole_->label;
+  if (whole_ != nullptr) return whole_label_->text;
   const fb::Instruction* ins = method_->graph()->instructions()->Get(static_cast<uint32_t>(i));
   if (ins->args_type() == fb::InstructionArgs::DelegateCall) {
-    return delegates_[ins->args_as_DelegateCall()->index()].label;
+    return labels_[ins->args_as_DelegateCall()->index()].text;
   }
   return runner_.instruction_library(static_cast<uint32_t>(i));
 }

@@ -11,7 +11,7 @@
 #include "runtime/core/status.h"
 #include "runtime/core/tensor_view.h"
 #include "runtime/executor/method_meta.h"
-#include "runtime/kernel/graph_runner.h"
+#include "runtime/interpreter/graph_runner.h"
 
 namespace ember {
 
@@ -42,10 +42,7 @@ class Method {
   Status execute(ErrorContext* ctx = nullptr);
   // Calls `tracer` around every instruction of execute() (null = off). Borrowed: it must outlive
   // the Method or be reset first.
-  void set_event_tracer(EventTracer* tracer) {
-    runner_.set_event_tracer(tracer);
-    tracer_ = tracer;
-  }
+  void set_event_tracer(EventTracer* tracer) { runner_.set_event_tracer(tracer); }
   // Asks a running (or the next) execute() to stop between instructions with Cancelled.
   void request_abort() { abort_.store(true); }
 
@@ -61,37 +58,30 @@ class Method {
 
  private:
   friend class Program;
-  struct DelegateSlot {
-    const Backend* backend = nullptr;
-    DelegateHandle* handle = nullptr;
-    GraphRunner* fallback = nullptr;
-    const char* backend_id = "";   // exported for
-    const char* runs_on = "";      // registry name
-    char label[64] = {0};
+  // What runs delegate d: the runner's binding (backend + handle, or a fallback runner), and its
+  // label for instruction_backend().
+  using DelegateSlot = GraphRunner::DelegateBinding;
+  struct DelegateLabel {
+    char text[64] = {0};
   };
   Method() = default;
  public:
   static const size_t kDelegateSlotBytes;  // for exact MethodMeta byte counts
  private:
-  static Status run_delegate(void* self, uint32_t instruction, const fb::DelegateCall& call, TensorView* values,
-                             ErrorContext* ctx);
-  // Runs `slot` on views of the caller's values, waits for it, checks and copies the output dims.
-  Status call_backend(DelegateSlot& slot, uint32_t instruction, const char* what, Span<const TensorView> in,
-                      Span<TensorView> out, const fb::Graph& caller, const uint32_t* out_values, ErrorContext* ctx);
-  Status execute_whole(ErrorContext* ctx);
   static Status init_backend(const Program& program, const char* method_name, uint32_t index, const fb::Delegate* del,
                              const fb::Graph& graph, const Backend* backend, const char* backend_name,
-                             BumpAllocator& alloc, DelegateSlot& slot, ErrorContext* ctx);
+                             BumpAllocator& alloc, DelegateSlot& slot, DelegateLabel& label, ErrorContext* ctx);
   void destroy_delegates();
 
   const Program* program_ = nullptr;
   const fb::Method* method_ = nullptr;
   MethodMeta meta_;
   GraphRunner runner_;
-  DelegateSlot* delegates_ = nullptr;
+  DelegateSlot* delegates_ = nullptr;  // bound to runner_ (set_delegates)
+  DelegateLabel* labels_ = nullptr;
   uint32_t delegate_count_ = 0;
-  DelegateSlot* whole_ = nullptr;  // set when a backend runs the whole body
-  EventTracer* tracer_ = nullptr;
+  DelegateSlot* whole_ = nullptr;      // set when a backend runs the whole body
+  DelegateLabel* whole_label_ = nullptr;
   Span<uint8_t> scratch_;
   ThreadPool* pool_ = nullptr;  // copied at load: execute() never touches the Program's context
   std::atomic<bool> abort_{false};

@@ -6,7 +6,7 @@
 #include <new>
 
 #include "runtime/core/hash.h"
-#include "runtime/kernel/graph_runner.h"
+#include "runtime/interpreter/graph_runner.h"
 #include "runtime/executor/method.h"
 #include "runtime/executor/method_internal.h"
 #include "runtime/platform/platform.h"

@@ -1,4 +1,4 @@
-#include "runtime/backend/host_graph.h"
+#include "runtime/interpreter/host_graph.h"
 
 #include <cstring>
 

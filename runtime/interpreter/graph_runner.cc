@@ -1,4 +1,4 @@
-#include "runtime/kernel/graph_runner.h"
+#include "runtime/interpreter/graph_runner.h"
 
 #include <cstdio>
 #include <cstring>
@@ -542,8 +542,94 @@ Status GraphRunner::run_kernel(const Bound& b, uint32_t i, KernelContext& kernel
   return Status::ok();
 }
 
-Status GraphRunner::run(KernelContext& kernel_ctx, const std::atomic<bool>* abort, DelegateFn delegate, void* user,
-                        ErrorContext* ctx) {
+Status GraphRunner::call_binding(const DelegateBinding& binding, uint32_t instruction, const char* what,
+                                 const uint32_t* ins, uint32_t in_count, const uint32_t* outs, uint32_t out_count,
+                                 KernelContext& kernel_ctx, const std::atomic<bool>* abort, ErrorContext* ctx) {
+  constexpr uint32_t kMaxArgs = 64;  // also enforced by the validator
+  if (in_count > kMaxArgs || out_count > kMaxArgs) {
+    return EMBER_FAIL(ctx, Error::NotSupported, "%s: more than %u inputs or outputs", what, kMaxArgs);
+  }
+  const fb::Graph& g = graph_.graph();
+  TensorView in[kMaxArgs], out[kMaxArgs];
+  for (uint32_t k = 0; k < in_count; ++k) in[k] = values_[ins[k]];
+  for (uint32_t k = 0; k < out_count; ++k) {
+    out[k] = values_[outs[k]];
+    tensor_shape(*g.values()->Get(outs[k]), &out[k]);  // outputs arrive with their planned (max) dims
+    out[k].data = values_[outs[k]].data;
+  }
+  if (binding.fallback != nullptr) {
+    GraphRunner& r = *binding.fallback;
+    r.bind_io(Span<const TensorView>(in, in_count), Span<const TensorView>(out, out_count));
+    EMBER_RETURN_IF_ERROR(r.run(kernel_ctx, abort, ctx));
+    r.read_outputs(Span<TensorView>(out, out_count));
+  } else if (binding.backend != nullptr) {
+    BackendExecuteContext exec_ctx;
+    exec_ctx.pool = kernel_ctx.pool;
+    exec_ctx.scratch = kernel_ctx.scratch;
+    exec_ctx.error = ctx;
+    exec_ctx.abort = abort;
+    exec_ctx.tracer = tracer_;
+    Status status = binding.backend->execute(exec_ctx, binding.handle, Span<const TensorView>(in, in_count),
+                                             Span<TensorView>(out, out_count));
+    // One wait per call: the next instruction (or the app) may read the outputs on the host.
+    if (status.is_ok()) status = binding.backend->synchronize(exec_ctx, binding.handle);
+    if (!status.is_ok()) {
+      if (ctx && !ctx->has_error()) ctx->instruction = static_cast<int32_t>(instruction);
+      return EMBER_FAIL(ctx, status.code(), "backend '%s' failed running %s", binding.name, what);
+    }
+  } else {
+    return EMBER_FAIL(ctx, Error::Internal, "%s has no binding", what);
+  }
+  // A backend is trusted code, but a wrong rank or a dim past the declared max would overflow
+  // dst.dims or let the next kernels run past planned memory: check before copying.
+  for (uint32_t k = 0; k < out_count; ++k) {
+    const fb::Tensor& t = *g.values()->Get(outs[k]);
+    const uint32_t rank = size_of(t.dims());
+    bool ok = out[k].rank == rank;
+    for (uint32_t d = 0; ok && d < rank; ++d) ok = out[k].dims[d] >= 0 && out[k].dims[d] <= t.dims()->Get(d)->max();
+    if (!ok) {
+      if (ctx && !ctx->has_error()) ctx->instruction = static_cast<int32_t>(instruction);
+      return EMBER_FAIL(ctx, Error::BackendFailed,
+                        "backend '%s' running %s returned output %u with rank %u or dims beyond the declared rank %u "
+                        "/ max dims", binding.name, what, k, static_cast<unsigned>(out[k].rank), rank);
+    }
+  }
+  for (uint32_t k = 0; k < out_count; ++k) {  // actual output sizes (symbolic delegates)
+    TensorView& dst = values_[outs[k]];
+    dst.rank = out[k].rank;
+    for (int d = 0; d < out[k].rank; ++d) dst.dims[d] = out[k].dims[d];
+  }
+  return Status::ok();
+}
+
+Status GraphRunner::run_delegate(uint32_t i, const fb::DelegateCall& call, KernelContext& kernel_ctx,
+                                 const std::atomic<bool>* abort, ErrorContext* ctx) {
+  if (call.index() >= delegates_.size()) {
+    return EMBER_FAIL(ctx, Error::Internal, "instruction %u: delegate %u has no binding", i, call.index());
+  }
+  uint32_t ins[64], outs[64];  // the validator allows at most 64 of each
+  const uint32_t in_count = size_of(call.inputs()), out_count = size_of(call.outputs());
+  for (uint32_t k = 0; k < in_count && k < 64; ++k) ins[k] = call.inputs()->Get(k);
+  for (uint32_t k = 0; k < out_count && k < 64; ++k) outs[k] = call.outputs()->Get(k);
+  char what[32];
+  std::snprintf(what, sizeof(what), "delegate %u", call.index());
+  return call_binding(delegates_[call.index()], i, what, ins, in_count, outs, out_count, kernel_ctx, abort, ctx);
+}
+
+Status GraphRunner::run_on_backend(const DelegateBinding& backend, KernelContext& kernel_ctx,
+                                   const std::atomic<bool>* abort, ErrorContext* ctx) {
+  if (abort != nullptr && abort->load(std::memory_order_relaxed)) {
+    return EMBER_FAIL(ctx, Error::Cancelled, "execution cancelled");
+  }
+  const fb::Graph& g = graph_.graph();
+  uint32_t ins[64], outs[64];
+  const uint32_t in_count = size_of(g.inputs()), out_count = size_of(g.outputs());
+  for (uint32_t k = 0; k < in_count && k < 64; ++k) ins[k] = g.inputs()->Get(k)->value();
+  for (uint32_t k = 0; k < out_count && k < 64; ++k) outs[k] = g.outputs()->Get(k)->value();
+  return call_binding(backend, 0, "the whole method", ins, in_count, outs, out_count, kernel_ctx, abort, ctx);
+}
+
+Status GraphRunner::run(KernelContext& kernel_ctx, const std::atomic<bool>* abort, ErrorContext* ctx) {
   if (values_only_) return EMBER_FAIL(ctx, Error::Internal, "run() on a graph bound for its values only");
   if (symbol_count_ > 0) EMBER_RETURN_IF_ERROR(derive_symbols(ctx));
   uint32_t pc = 0;
@@ -571,8 +657,7 @@ Status GraphRunner::run(KernelContext& kernel_ctx, const std::atomic<bool>* abor
         break;
       case BoundKind::Delegate: {
         const fb::DelegateCall& call = *graph_.graph().instructions()->Get(pc)->args_as_DelegateCall();
-        if (delegate == nullptr) return EMBER_FAIL(ctx, Error::Internal, "no delegate handler");
-        EMBER_RETURN_IF_ERROR(delegate(user, pc, call, values_, ctx));
+        EMBER_RETURN_IF_ERROR(run_delegate(pc, call, kernel_ctx, abort, ctx));
         break;
       }
       case BoundKind::Move: {

@@ -1,11 +1,11 @@
 // GraphRunner: binds one validated Graph (a Method's body, or a GRAPH delegate run on portable
-// kernels) to kernels and memory at load, and runs it. There is one interpreter: the executor runs
-// Method bodies and portable fallbacks with it, and host backends embed it (backends/null,
-// backends/sim). It lives in runtime/kernel because it is the kernel library's driver: it knows
-// kernels, op shape functions and values, and nothing of backends or the executor. The two hooks
-// below are how its users plug in what it must not know: where a value's bytes live (ResolveFn,
-// called once per value at bind) and what a DelegateCall instruction does (DelegateFn; only the
-// executor's Method graphs contain them, and the executor dispatches straight to the backend).
+// kernels) to kernels, delegates and memory at load, and runs it. There is one interpreter: the
+// executor runs Method bodies and portable fallbacks with it, and host backends embed it
+// (backends/null, backends/sim). It sits above runtime/kernel and runtime/backend and below the
+// executor (runtime/interpreter/README.md): a delegate instruction goes straight to the Backend
+// bound to it (set_delegates), with no detour through the executor. Where a value's bytes live is
+// its user's policy (ResolveFn, called once per value at bind: the executor's arenas and program
+// state, a backend's own memory).
 // Not thread-safe; no heap: bind() takes exactly memory_bytes() from the caller's allocator and
 // run() allocates nothing.
 #pragma once
@@ -16,6 +16,7 @@
 
 #include "runtime/core/event_tracer.h"
 #include "runtime/core/memory_allocator.h"
+#include "runtime/backend/backend.h"
 #include "runtime/core/status.h"
 #include "runtime/kernel/kernel.h"
 #include "runtime/kernel/kernel_registry.h"
@@ -31,9 +32,14 @@ class GraphRunner {
   // dims use load-time symbols); the value's capacity is then view->nbytes(). Called once per value.
   using ResolveFn = Status (*)(void* user, uint32_t value, const fb::Tensor& tensor, TensorView* view,
                                ErrorContext* ctx);
-  // Runs a DelegateCall; `values` are the runner's current views.
-  using DelegateFn = Status (*)(void* user, uint32_t instruction, const fb::DelegateCall& call,
-                                TensorView* values, ErrorContext* ctx);
+  // What runs delegate d of a Method graph (its DelegateCall.index): a backend and its handle, or
+  // another GraphRunner over the delegate's graph (the portable fallback). `name` names it in errors.
+  struct DelegateBinding {
+    const Backend* backend = nullptr;
+    DelegateHandle* handle = nullptr;
+    GraphRunner* fallback = nullptr;
+    const char* name = "";
+  };
 
   // Exact bytes bind() takes from its allocator for `graph` (used by MethodMeta).
   static size_t memory_bytes(const fb::Graph& graph);
@@ -54,9 +60,19 @@ class GraphRunner {
   // I/O views. Takes the same memory_bytes().
   void set_values_only(bool values_only) { values_only_ = values_only; }
 
-  // Runs every instruction; Cancelled when *abort becomes true between instructions.
-  Status run(KernelContext& kernel_ctx, const std::atomic<bool>* abort, DelegateFn delegate,
-             void* user, ErrorContext* ctx);
+  // Binds delegate calls: `delegates[i]` runs DelegateCall index i. Borrowed; must outlive the
+  // runner. A graph with delegate calls and none bound fails at run() (Internal).
+  void set_delegates(Span<const DelegateBinding> delegates) { delegates_ = delegates; }
+
+  // Runs every instruction; Cancelled when *abort becomes true between instructions. A delegate
+  // call runs on its binding: a backend's execute() then synchronize() (the next instruction may
+  // read its outputs on the host), or the fallback runner; its output dims are checked against the
+  // declared ones (BackendFailed) and copied.
+  Status run(KernelContext& kernel_ctx, const std::atomic<bool>* abort, ErrorContext* ctx);
+  // Runs the whole graph on `backend` (one execute() and synchronize() over its inputs and
+  // outputs), for a runner bound with set_values_only(true).
+  Status run_on_backend(const DelegateBinding& backend, KernelContext& kernel_ctx, const std::atomic<bool>* abort,
+                        ErrorContext* ctx);
 
   // Sets the dims of a graph input: rank must match, static dims must equal, symbolic dims must lie
   // within their symbol's bounds (InvalidArgument otherwise).
@@ -79,6 +95,7 @@ class GraphRunner {
   bool is_symbolic() const { return symbol_count_ > 0; }
   // Called around each instruction when set (null = off). Borrowed.
   void set_event_tracer(EventTracer* tracer) { tracer_ = tracer; }
+  EventTracer* event_tracer() const { return tracer_; }
   // run() stops with Cancelled after this many instructions (jumps can loop). 0 = no limit.
   void set_step_limit(uint64_t steps) { step_limit_ = steps; }
   // The debug name of an instruction's node, "" when there is none.
@@ -91,8 +108,15 @@ class GraphRunner {
                      MissingKernels* missing, ErrorContext* ctx);
   Status derive_symbols(ErrorContext* ctx);
   Status run_kernel(const Bound& b, uint32_t i, KernelContext& kernel_ctx, ErrorContext* ctx);
+  Status run_delegate(uint32_t i, const fb::DelegateCall& call, KernelContext& kernel_ctx,
+                      const std::atomic<bool>* abort, ErrorContext* ctx);
+  // One call of `binding` on views of this runner's values `ins` / `outs` (value ids).
+  Status call_binding(const DelegateBinding& binding, uint32_t instruction, const char* what, const uint32_t* ins,
+                      uint32_t in_count, const uint32_t* outs, uint32_t out_count, KernelContext& kernel_ctx,
+                      const std::atomic<bool>* abort, ErrorContext* ctx);
 
   GraphView graph_;
+  Span<const DelegateBinding> delegates_;
   EventTracer* tracer_ = nullptr;
   uint64_t step_limit_ = 0;
   const fb::DebugInfo* debug_ = nullptr;

@@ -15,7 +15,7 @@
 #include <cstdint>
 
 #include "runtime/backend/backend.h"
-#include "runtime/kernel/graph_runner.h"
+#include "runtime/interpreter/graph_runner.h"
 
 namespace ember {
 
