@@ -585,6 +585,28 @@ TEST(BackendContractTest, OneStateClaimedBySimAndByHostCodeFailsTheLoadNamingBot
   EXPECT_NE(host.program().state_data("kv.0.k"), nullptr);
 }
 
+// A delegate with no backend and no fallback (Fallback::Fail) never runs, so it claims no state: the
+// program loads, the method that can run does, and the other is refused with BackendUnavailable
+// (before, Program::load failed with a state conflict naming an empty claimant).
+TEST(BackendContractTest, ADelegateWithoutABackendClaimsNoState) {
+  auto rt = MakeRuntime(true);
+  testing::LoadedProgram lp(WithSecondMethod("npu", false), rt->context, WithBlocks(Priority({}, Fallback::Fail)));
+  ASSERT_TRUE(lp.ok()) << lp.ctx().message;
+  ExpectSimOwnsTheCache(lp.program());
+  Result<MethodMeta> meta = lp.program().method_meta("second");
+  ASSERT_TRUE(meta.is_ok());
+  EXPECT_EQ(str(meta->delegate(0)->runs_on), "");
+  testing::MethodMemory memory(*meta);
+  ErrorContext ctx;
+  Result<Method> second = lp.program().load_method("second", memory.plan(), &ctx);
+  EXPECT_EQ(second.error(), Error::BackendUnavailable);
+  EXPECT_NE(std::string(ctx.message).find("npu is not registered"), std::string::npos) << ctx.message;
+  testing::MethodMemory step_memory(lp.program().method_meta("step").value());
+  Result<Method> step = lp.program().load_method("step", step_memory.plan(), &ctx);
+  ASSERT_TRUE(step.is_ok()) << ctx.message;
+  EXPECT_EQ(RunSteps(*step).size(), 3u);
+}
+
 // ---- Hostile payloads. -------------------------------------------------------------------------------------------
 
 fb::TensorT* StateValue(fb::GraphT& g, const char* name) {
