@@ -240,7 +240,11 @@ Status Program::claim_states(ErrorContext* ctx) {
     for (uint32_t d = 0; d < size_of(method.delegates()); ++d) {
       const fb::Delegate& del = *method.delegates()->Get(d);
       if (del.format() != fb::DelegateFormat::Graph) continue;
-      EMBER_RETURN_IF_ERROR(visit(*del.payload_nested_root(), choices_[choice_begin_[m] + 1 + d], name, d));
+      const BackendChoice& choice = choices_[choice_begin_[m] + 1 + d];
+      // No backend and no fallback (Fallback::Fail): it never runs, so it claims nothing;
+      // load_method refuses its method with BackendUnavailable.
+      if (choice.backend == nullptr && choice.name[0] == '\0') continue;
+      EMBER_RETURN_IF_ERROR(visit(*del.payload_nested_root(), choice, name, d));
     }
   }
   for (size_t s = 0; s < state_count_; ++s) {

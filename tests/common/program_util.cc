@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "backends/null/register.h"
+#include "backends/sim/register.h"
 #include "exporter/importers/builder/examples.h"
 #include "exporter/plan/overlap_check.h"
 #include "kernels/builtin.h"
@@ -33,6 +34,9 @@ Runtime::Runtime(const RuntimeOptions& options)
   if (options.null_backend && !backends::null_backend::register_backend(*backends).is_ok()) {
     ADD_FAILURE() << "null backend registration failed";
   }
+  if (options.sim_backend && !backends::sim::register_backend(*backends).is_ok()) {
+    ADD_FAILURE() << "sim backend registration failed";
+  }
   if (options.threads > 0) pool = std::make_unique<FixedThreadPool>(options.threads);
   context.kernels = kernels.get();
   context.backends = backends.get();
@@ -52,16 +56,29 @@ std::string dtypes_json(const KernelKey& key) {
   return s + "]";
 }
 
-std::string manifest_json() {
+std::string signature_json(const KernelKey& key) {
+  return std::string("{\"op\": \"") + to_string(key.op) + "\", \"dtypes\": " + dtypes_json(key) +
+         ", \"dim_order\": \"" + (key.dim_order == DimOrder::ChannelsLast ? "channels_last" : "contiguous") +
+         "\", \"quant\": \"" + to_string(key.quant) + "\"";
+}
+
+// `sim_ops` empty: sim lists every signature its supports() accepts (as tools/capabilities asks
+// it); otherwise only those of these ops.
+std::string manifest_json(const std::vector<OpCode>& sim_ops) {
   auto registry = std::make_unique<KernelRegistry>();
-  if (!register_builtin(*registry).is_ok()) throw std::runtime_error("register_builtin failed");
+  auto backends = std::make_unique<BackendRegistry>();
+  if (!register_builtin(*registry).is_ok() || !backends::sim::register_backend(*backends).is_ok()) {
+    throw std::runtime_error("registration failed");
+  }
+  RuntimeContext runtime;
+  runtime.kernels = registry.get();
+  runtime.backends = backends.get();
+  const Backend& sim = *backends->find(backends::sim::kBackendId);
   std::ostringstream out;
   out << "{\"format\": 1, \"runtime_version\": \"0.1.0\", \"kernels\": [\n";
   for (size_t i = 0; i < registry->size(); ++i) {
     const KernelRegistry::Entry& e = registry->entry(i);
-    out << (i ? ",\n" : "") << "{\"op\": \"" << to_string(e.key.op) << "\", \"dtypes\": " << dtypes_json(e.key)
-        << ", \"dim_order\": \"" << (e.key.dim_order == DimOrder::ChannelsLast ? "channels_last" : "contiguous")
-        << "\", \"quant\": \"" << to_string(e.key.quant) << "\", \"library\": \"" << e.library << "\"}";
+    out << (i ? ",\n" : "") << signature_json(e.key) << ", \"library\": \"" << e.library << "\"}";
   }
   out << "],\n\"backends\": [{\"id\": \"" << backends::null_backend::kBackendId << "\", \"ops\": [\n";
   bool first = true;
@@ -74,6 +91,18 @@ std::string manifest_json() {
         << "}";
     first = false;
   }
+  out << "]},\n{\"id\": \"" << backends::sim::kBackendId << "\", \"ops\": [\n";
+  first = true;
+  for (size_t i = 0; i < registry->size(); ++i) {
+    const KernelKey& key = registry->entry(i).key;
+    bool seen = false;  // a signature of two kernel libraries is listed once
+    for (size_t j = 0; j < i && !seen; ++j) seen = registry->entry(j).key == key;
+    bool wanted = sim_ops.empty();
+    for (OpCode op : sim_ops) wanted = wanted || op == key.op;
+    if (seen || !wanted || !sim.supports(runtime, key)) continue;
+    out << (first ? "" : ",\n") << signature_json(key) << "}";
+    first = false;
+  }
   out << "]}]}\n";
   return out.str();
 }
@@ -82,14 +111,20 @@ std::string manifest_json() {
 
 const exporter::CapabilityManifest& builtin_manifest() {
   static const exporter::CapabilityManifest manifest =
-      exporter::CapabilityManifest::parse(manifest_json(), "in-process test manifest");
+      exporter::CapabilityManifest::parse(manifest_json({}), "in-process test manifest");
   return manifest;
 }
 
+exporter::CapabilityManifest sim_manifest(const std::vector<OpCode>& ops) {
+  if (ops.empty()) throw std::runtime_error("sim_manifest: no ops");
+  return exporter::CapabilityManifest::parse(manifest_json(ops), "in-process test manifest (sim: some ops)");
+}
+
 exporter::ExportResult export_program(exporter::Graph graph, const std::vector<std::string>& backends,
-                                      const std::optional<exporter::QuantizeOptions>& quantize) {
+                                      const std::optional<exporter::QuantizeOptions>& quantize,
+                                      const exporter::CapabilityManifest* manifest) {
   exporter::ExportOptions options;
-  options.manifest = &builtin_manifest();
+  options.manifest = manifest != nullptr ? manifest : &builtin_manifest();
   options.backends = backends;
   options.quantize = quantize;
   exporter::ExportResult result = exporter::export_graph(std::move(graph), options);
@@ -117,7 +152,11 @@ const exporter::ExportResult& example(const std::string& name) {
                : name == "mlp_nvfp4" ? exporter::QuantPreset::Nvfp4 : exporter::QuantPreset::Fp8Dynamic;
     q.min_size = 1;
     r = std::make_unique<exporter::ExportResult>(export_program(exporter::build_mlp_example(1), {"portable"}, q));
-  } else if (name == "paged_attention") {
+  } else if (name == "cnn_sim") {
+    static const exporter::CapabilityManifest manifest = sim_manifest({OpCode::Conv2d, OpCode::Linear});
+    r = std::make_unique<exporter::ExportResult>(
+        export_program(exporter::build_cnn_example(1), {"sim", "portable"}, std::nullopt, &manifest));
+  } else if (name == "paged_attention" || name == "paged_attention_sim") {
     // With an LlmInfo table (no tokenizer), so the fuzz seeds reach its validation too.
     exporter::LlmProgramInfo llm;
     llm.vocab_size = 32;
@@ -132,8 +171,10 @@ const exporter::ExportResult& example(const std::string& name) {
     llm.kv_dtype = ScalarType::F32;
     llm.eos_ids = {3};
     llm.temperature = 0.7f;
+    static const exporter::CapabilityManifest sim_attention = sim_manifest({OpCode::PagedAttention});
     exporter::ExportOptions options;
-    options.manifest = &builtin_manifest();
+    options.manifest = name == "paged_attention" ? &builtin_manifest() : &sim_attention;
+    if (name == "paged_attention_sim") options.backends = {"sim", "portable"};
     options.llm = &llm;
     options.method_name = "step";
     r = std::make_unique<exporter::ExportResult>(

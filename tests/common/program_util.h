@@ -1,5 +1,5 @@
 // Helpers for tests that export programs in-process and run them in the runtime:
-//   Runtime          kernels (builtin), optional null backend, optional FixedThreadPool
+//   Runtime          kernels (builtin), optional null and sim backends, optional FixedThreadPool
 //   export_program   GraphBuilder graph -> .pte bytes through the real exporter pipeline, with the
 //                    capability manifest of this build built in-process (no file paths)
 //   LoadedProgram    aligned copy of the bytes + loader + Program
@@ -50,6 +50,7 @@ class AlignedBuffer {
 struct RuntimeOptions {
   bool kernels = true;       // register_builtin; false = empty registry
   bool null_backend = true;  // register backends/null
+  bool sim_backend = false;  // register backends/sim (after null)
   size_t threads = 0;        // 0 = no pool; otherwise a FixedThreadPool of that many threads
 };
 
@@ -65,18 +66,25 @@ class Runtime {
   std::unique_ptr<FixedThreadPool> pool;
 };
 
-// The capability manifest of this build (builtin kernels + the null backend's ops), made in-process
-// exactly as tools/capabilities writes it.
+// The capability manifest of this build (builtin kernels, the null backend's ops, and every
+// signature the sim backend's supports() accepts), made in-process as tools/capabilities writes it.
 const exporter::CapabilityManifest& builtin_manifest();
+// The same kernels with "sim" listing only its signatures of `ops` (null as above): a sim export
+// then delegates those ops and leaves the others to the portable kernels.
+exporter::CapabilityManifest sim_manifest(const std::vector<OpCode>& ops);
 
-// Exports `graph` (backends in priority order; {"null", "portable"} delegates what null supports).
+// Exports `graph` (backends in priority order; {"null", "portable"} delegates what null supports,
+// {"sim"} the whole graph to sim). `manifest` null: builtin_manifest().
 exporter::ExportResult export_program(exporter::Graph graph, const std::vector<std::string>& backends = {"portable"},
-                                      const std::optional<exporter::QuantizeOptions>& quantize = std::nullopt);
+                                      const std::optional<exporter::QuantizeOptions>& quantize = std::nullopt,
+                                      const exporter::CapabilityManifest* manifest = nullptr);
 
 // The bundled examples: "mlp", "cnn" (portable), "cnn_null" (cnn with a GRAPH delegate for "null"),
+// "cnn_sim" (cnn with its conv2d and linear nodes in three GRAPH delegates for "sim"),
 // "mlp_fp8", "mlp_fp8_dynamic", "mlp_nvfp4" (mlp with every linear quantized by that preset),
 // "paged_attention" (exporter/importers/builder/examples.h, method "step", KV cache as program state,
-// an LlmInfo table without a tokenizer).
+// an LlmInfo table without a tokenizer), "paged_attention_sim" (the same with paged_attention in a
+// GRAPH delegate for "sim" that holds the KV cache state).
 const exporter::ExportResult& example(const std::string& name);
 
 // A program in memory: a 64-aligned copy of the bytes, a BufferDataLoader and the loaded Program.

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "backends/null/register.h"
+#include "backends/sim/register.h"
 #include "kernels/builtin.h"
 #include "runtime/core/data_loader.h"
 #include "runtime/core/memory_allocator.h"
@@ -27,11 +28,12 @@ struct Env {
     hooks.log = [](LogLevel, const char*, int, const char*) {};
     set_platform_hooks(hooks);
     if (!register_builtin(kernels).is_ok()) std::abort();
-    if (!backends::null_backend::register_backend(with_null).is_ok()) std::abort();
+    if (!backends::null_backend::register_backend(with_backends).is_ok()) std::abort();
+    if (!backends::sim::register_backend(with_backends).is_ok()) std::abort();
   }
   KernelRegistry kernels;
-  BackendRegistry with_null;
-  BackendRegistry without_null;
+  BackendRegistry with_backends;
+  BackendRegistry without_backends;
 };
 
 Env& env() {
@@ -125,8 +127,10 @@ int load_one(const uint8_t* data, size_t size) {
   BufferDataLoader loader(bytes.get(), file.size());
   RuntimeContext runtime;
   runtime.kernels = &e.kernels;
-  runtime.backends = (control & kNoNullBackend) ? &e.without_null : &e.with_null;
+  runtime.backends = (control & kNoBackends) ? &e.without_backends : &e.with_backends;
+  static const char* const kSim[] = {backends::sim::kBackendId};
   LoadOptions options;
+  if (control & kPreferSim) options.backends = Span<const char* const>(kSim, 1);
   options.verification = (control & kStructural) ? Verification::Structural : Verification::Full;
   options.max_state_bytes = kMaxArenaBytes;  // a hostile file must not make load allocate gigabytes
   ErrorContext ctx;

@@ -6,7 +6,9 @@
 //   bit 0: recompute the header and FlatBuffer CRCs first, so mutations reach the verifier and the
 //          semantic validator instead of stopping at the checksums
 //   bit 1: Verification::Structural (segment hashes skipped: mutated weights get executed)
-//   bit 2: no null backend registered (GRAPH delegates fall back to portable kernels)
+//   bit 2: no backend registered (null, sim): GRAPH delegates fall back to the portable kernels
+//   bit 3: LoadOptions::backends = {"sim"}: every GRAPH delegate sim supports, and every Method
+//          without delegates, runs on sim (retargeting; program state then lives in sim's memory)
 // Verification::Trusted is never used: it is unsafe by definition.
 #pragma once
 
@@ -17,7 +19,8 @@ namespace ember::fuzz {
 
 constexpr uint8_t kFixCrcs = 1;
 constexpr uint8_t kStructural = 2;
-constexpr uint8_t kNoNullBackend = 4;
+constexpr uint8_t kNoBackends = 4;
+constexpr uint8_t kPreferSim = 8;
 
 // Returns 0 (libFuzzer's convention). Never aborts on bad input; a crash or sanitizer report is a bug.
 int load_one(const uint8_t* data, size_t size);

@@ -1,13 +1,17 @@
 // Replays a few thousand deterministic mutations (byte flips, word overwrites, truncations,
 // splices, insertions/deletions) of the example programs through the fuzz entry point, so the
-// default suite covers the fuzzed path without clang. Also writes the libFuzzer seed corpus.
+// default suite covers the fuzzed path without clang. Also writes the libFuzzer seed corpus: the
+// examples (among them programs with GRAPH delegates for null and for sim, one of which holds the
+// KV cache state of a paged-attention step) and hostile variants of the sim step program.
 #include <gtest/gtest.h>
 
 #include <sys/stat.h>
 
 #include <cstdio>
+#include <functional>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "tests/common/program_util.h"
@@ -27,19 +31,19 @@ std::vector<uint8_t> WithControl(uint8_t control, const std::vector<uint8_t>& fi
 
 int RunOne(const std::vector<uint8_t>& input) { return fuzz::load_one(input.data(), input.size()); }
 
-const char* const kExamples[] = {"mlp", "cnn", "cnn_null", "paged_attention"};
+const char* const kExamples[] = {"mlp", "cnn", "cnn_null", "cnn_sim", "paged_attention", "paged_attention_sim"};
 constexpr size_t kExampleCount = sizeof(kExamples) / sizeof(kExamples[0]);
 
 TEST(FuzzReplayTest, SeedsLoadAndExecuteUnderEveryControlByte) {
   for (const char* name : kExamples) {
-    for (uint8_t control = 0; control < 8; ++control) {
+    for (uint8_t control = 0; control < 16; ++control) {
       const fuzz::Stats before = fuzz::stats();
       RunOne(WithControl(control, testing::example(name).program.bytes));
       const fuzz::Stats after = fuzz::stats();
       EXPECT_EQ(after.loaded, before.loaded + 1) << name << " control " << int(control);
       // paged_attention's step metadata from the harness's filler bytes is refused by the op's
       // input check (InvalidArgument from execute): loaded, not executed.
-      const uint64_t executes = std::string(name) == "paged_attention" ? 0 : 2;
+      const uint64_t executes = std::string(name).rfind("paged_attention", 0) == 0 ? 0 : 2;
       EXPECT_EQ(after.executed, before.executed + executes) << name << " control " << int(control);
     }
   }
@@ -64,6 +68,46 @@ TEST(FuzzReplayTest, RegressionInputsAreRefused) {
     const fuzz::Stats before = fuzz::stats();
     RunOne(input);
     EXPECT_EQ(fuzz::stats().loaded, before.loaded) << name << " loaded";
+  }
+}
+
+// The sim step program (paged_attention_sim: the KV cache state in sim's GRAPH delegate) with its
+// payload's state edited: a state whose dims differ from its declaration, one whose dtype does, and
+// one the program does not declare. The validator refuses each (InvalidProgram naming the state).
+std::vector<std::pair<std::string, std::vector<uint8_t>>> HostileStatePayloads() {
+  auto edit = [](const std::function<void(fb::TensorT&)>& change) {
+    return testing::mutate_program(testing::example("paged_attention_sim").program.bytes, [&](fb::ProgramT& p) {
+      testing::mutate_payload(*p.methods[0]->delegates[0], [&](fb::GraphT& g) {
+        for (auto& v : g.values) {
+          if (v->storage.type == fb::Storage::StateStorage && v->storage.AsStateStorage()->name == "kv.0.k") {
+            change(*v);
+            return;
+          }
+        }
+        ADD_FAILURE() << "no kv.0.k in the payload";
+      });
+    });
+  };
+  return {
+      {"state_dims", edit([](fb::TensorT& t) {
+         t.dims[3] = fb::Dim(t.dims[3].max() / 2, t.dims[3].sym());
+         t.nbytes /= 2;
+       })},
+      {"state_dtype", edit([](fb::TensorT& t) {
+         t.dtype = fb::ScalarType::F16;
+         t.nbytes /= 2;
+       })},
+      {"state_undeclared", edit([](fb::TensorT& t) { t.storage.AsStateStorage()->name = "kv.9.k"; })},
+  };
+}
+
+TEST(FuzzReplayTest, HostileStatePayloadsAreRefused) {
+  for (const auto& [name, file] : HostileStatePayloads()) {
+    for (uint8_t control = 0; control < 16; ++control) {
+      const fuzz::Stats before = fuzz::stats();
+      RunOne(WithControl(control, file));
+      EXPECT_EQ(fuzz::stats().loaded, before.loaded) << name << " control " << int(control) << " loaded";
+    }
   }
 }
 
@@ -128,7 +172,7 @@ TEST(FuzzReplayTest, DeterministicMutationsNeverCrash) {
     for (int i = 0; i < kPerExample; ++i) {
       std::vector<uint8_t> mutated = Mutate(base, other, rng);
       // Mostly with CRCs fixed, so the verifier and the validator see the mutation.
-      uint8_t control = static_cast<uint8_t>(rng() & 7);
+      uint8_t control = static_cast<uint8_t>(rng() & 15);
       if (rng() % 4 != 0) control |= fuzz::kFixCrcs;
       RunOne(WithControl(control, mutated));
     }
@@ -160,15 +204,19 @@ TEST(FuzzReplayTest, TinyAndDegenerateInputs) {
   SUCCEED();
 }
 
-// Seed corpus for ember_fuzz_load: every example under a few control bytes.
+// Seed corpus for ember_fuzz_load: every example under a few control bytes, and the hostile state
+// payloads (one mutation away from loading).
 TEST(FuzzReplayTest, WritesSeedCorpus) {
   const std::string dir = EMBER_FUZZ_CORPUS_DIR;
   ::mkdir(dir.c_str(), 0755);
+  std::vector<std::pair<std::string, std::vector<uint8_t>>> programs;
+  for (const char* name : kExamples) programs.emplace_back(name, testing::example(name).program.bytes);
+  for (auto& hostile : HostileStatePayloads()) programs.emplace_back("paged_attention_sim_" + hostile.first, hostile.second);
   size_t written = 0;
-  for (const char* name : kExamples) {
+  for (const auto& [name, bytes] : programs) {
     for (uint8_t control : {uint8_t{0}, uint8_t{fuzz::kFixCrcs}, uint8_t{fuzz::kFixCrcs | fuzz::kStructural},
-                            uint8_t{fuzz::kFixCrcs | fuzz::kNoNullBackend}}) {
-      const std::vector<uint8_t> input = WithControl(control, testing::example(name).program.bytes);
+                            uint8_t{fuzz::kFixCrcs | fuzz::kNoBackends}, uint8_t{fuzz::kFixCrcs | fuzz::kPreferSim}}) {
+      const std::vector<uint8_t> input = WithControl(control, bytes);
       const std::string path = dir + "/" + name + "_" + std::to_string(control);
       FILE* f = std::fopen(path.c_str(), "wb");
       ASSERT_NE(f, nullptr) << path;
@@ -176,7 +224,8 @@ TEST(FuzzReplayTest, WritesSeedCorpus) {
       std::fclose(f);
     }
   }
-  EXPECT_EQ(written, 4 * kExampleCount);
+  EXPECT_EQ(written, 5 * programs.size());
+  EXPECT_EQ(programs.size(), kExampleCount + 3);
 }
 
 }  // namespace

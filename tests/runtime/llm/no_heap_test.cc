@@ -5,7 +5,8 @@
 //    load itself takes its memory from a caller buffer, so it is counted too;
 //  - Engine::step() on an exported tiny LLM with 2 threads, with and without the `logits` output:
 //    0 over every step after the first (chunked prefill of three prompts, then decodes, finishing
-//    sequences, a new request added mid-run).
+//    sequences, a new request added mid-run); on the portable kernels, and on the sim backend (the
+//    step whole on sim, and exported for sim as one GRAPH delegate).
 //
 // Its own binary: the hooks replace libc's malloc for the whole process. Not built with sanitizers.
 #include <gtest/gtest.h>
@@ -162,66 +163,104 @@ TEST(TokenizerNoHeapTest, LoadEncodeDecodeAndStreamAllocateNothing) {
   }
 }
 
+// Engine::step() on `bytes` (a qwen3_bf16 step) with 2 threads: nothing allocated after the first
+// step. `sim`: the sim backend registered; `backends`: LoadOptions::backends.
+void ExpectStepsAfterTheFirstAllocateNothing(const std::vector<uint8_t>& bytes, int32_t vocab, bool emit_logits,
+                                             bool sim, const std::vector<const char*>& backends,
+                                             const char* runs_on) {
+  const SymbolValue blocks{"num_blocks", 32};
+  LoadOptions load;
+  load.symbols = Span<const SymbolValue>(&blocks, 1);
+  load.backends = Span<const char* const>(backends.data(), backends.size());
+  ember::testing::RuntimeOptions runtime;
+  runtime.threads = 2;
+  runtime.sim_backend = sim;
+  ember::testing::Runtime rt(runtime);
+  ember::testing::LoadedMethod lm(bytes, rt.context, load);
+  ASSERT_TRUE(lm.ok()) << lm.ctx().message;
+  const MethodMeta meta = lm.method().meta();
+  const uint32_t where = meta.delegate_count() == 0 ? DelegateMeta::kWholeMethod : 0;
+  EXPECT_EQ(std::string(meta.delegate(where)->runs_on), runs_on);
+  SchedulerLimits limits;
+  limits.max_seqs = 4;
+  limits.max_tokens = 8;
+  limits.block_size = 4;
+  limits.max_context = 64;
+  limits.max_requests = 4;
+  std::vector<uint8_t> memory(Engine::memory_bytes(limits, 32));
+  Engine engine;
+  ErrorContext ctx;
+  const int32_t eos[] = {3};
+  ASSERT_TRUE(engine.init(lm.method(), limits, 32, vocab, Span<const int32_t>(eos, 1),
+                          Span<uint8_t>(memory.data(), memory.size()), &ctx)
+                  .is_ok())
+      << ctx.message;
+  EXPECT_EQ(engine.has_logits(), emit_logits);
+  const std::vector<std::vector<int32_t>> prompts = {{5, 9, 11}, {7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17}, {100}, {42, 43}};
+  GenerationConfig config;
+  config.max_new_tokens = 12;
+  config.temperature = 0.8f;
+  config.top_k = 20;
+  config.top_p = 0.9f;
+  config.repetition_penalty = 1.1f;
+  for (size_t i = 0; i < 3; ++i) {
+    ASSERT_TRUE(engine.add(Span<const int32_t>(prompts[i].data(), prompts[i].size()), config, &ctx).is_ok()) << ctx.message;
+  }
+  ASSERT_TRUE(engine.step(&ctx).is_ok()) << ctx.message;  // the first execute may allocate (DESIGN §3)
+  int steps = 0, tokens = 0;
+  CountAllocations counter;
+  while (engine.has_work()) {
+    Result<Span<const TokenEvent>> events = engine.step(&ctx);
+    ASSERT_TRUE(events.is_ok()) << ctx.message;
+    tokens += static_cast<int>(events.value().size());
+    if (++steps == 3) {
+      ASSERT_TRUE(engine.add(Span<const int32_t>(prompts[3].data(), prompts[3].size()), config, &ctx).is_ok());
+    }
+  }
+  EXPECT_EQ(counter.stop(), 0u) << steps << " steps";
+  EXPECT_GT(steps, 10);
+  EXPECT_GT(tokens, 20);
+}
+
+exporter::hf::StepImport ImportStep(bool emit_logits) {
+  exporter::hf::StepOptions options;
+  options.max_seqs = 4;
+  options.max_tokens = 8;
+  options.max_context = 64;
+  options.block_size = 4;
+  options.emit_logits = emit_logits;
+  return exporter::hf::import_step(std::string(EMBER_LLM_CHECKPOINTS) + "/qwen3_bf16", options);
+}
+
 // With and without the logits output (the exporter's default has none).
 TEST(EngineNoHeapTest, StepsAfterTheFirstAllocateNothing) {
   for (bool emit_logits : {false, true}) {
     SCOPED_TRACE(emit_logits ? "with logits" : "without logits");
-    exporter::hf::StepOptions options;
-    options.max_seqs = 4;
-    options.max_tokens = 8;
-    options.max_context = 64;
-    options.block_size = 4;
-    options.emit_logits = emit_logits;
-    exporter::hf::StepImport imported = exporter::hf::import_step(std::string(EMBER_LLM_CHECKPOINTS) + "/qwen3_bf16", options);
-    const std::vector<uint8_t> bytes = ember::testing::export_program(std::move(imported.graph)).program.bytes;
-    const SymbolValue blocks{"num_blocks", 32};
-    LoadOptions load;
-    load.symbols = Span<const SymbolValue>(&blocks, 1);
-    ember::testing::RuntimeOptions runtime;
-    runtime.threads = 2;
-    ember::testing::Runtime rt(runtime);
-    ember::testing::LoadedMethod lm(bytes, rt.context, load);
-    ASSERT_TRUE(lm.ok()) << lm.ctx().message;
-    SchedulerLimits limits;
-    limits.max_seqs = 4;
-    limits.max_tokens = 8;
-    limits.block_size = 4;
-    limits.max_context = 64;
-    limits.max_requests = 4;
-    std::vector<uint8_t> memory(Engine::memory_bytes(limits, 32));
-    Engine engine;
-    ErrorContext ctx;
-    const int32_t eos[] = {3};
+    exporter::hf::StepImport imported = ImportStep(emit_logits);
     const int32_t vocab = static_cast<int32_t>(imported.config.vocab_size);
-    ASSERT_TRUE(engine.init(lm.method(), limits, 32, vocab, Span<const int32_t>(eos, 1),
-                            Span<uint8_t>(memory.data(), memory.size()), &ctx)
-                    .is_ok())
-        << ctx.message;
-    EXPECT_EQ(engine.has_logits(), emit_logits);
-    const std::vector<std::vector<int32_t>> prompts = {{5, 9, 11}, {7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17}, {100}, {42, 43}};
-    GenerationConfig config;
-    config.max_new_tokens = 12;
-    config.temperature = 0.8f;
-    config.top_k = 20;
-    config.top_p = 0.9f;
-    config.repetition_penalty = 1.1f;
-    for (size_t i = 0; i < 3; ++i) {
-      ASSERT_TRUE(engine.add(Span<const int32_t>(prompts[i].data(), prompts[i].size()), config, &ctx).is_ok()) << ctx.message;
+    const std::vector<uint8_t> bytes = ember::testing::export_program(std::move(imported.graph)).program.bytes;
+    ExpectStepsAfterTheFirstAllocateNothing(bytes, vocab, emit_logits, false, {}, "portable");
+  }
+}
+
+// On the sim backend (a simulated device: staged I/O, the KV cache in its memory, an asynchronous
+// copy of the outputs at synchronize()): the portable step taken whole, and the step exported for
+// sim (one GRAPH delegate).
+TEST(EngineNoHeapTest, StepsOnSimAfterTheFirstAllocateNothing) {
+  for (bool emit_logits : {false, true}) {
+    SCOPED_TRACE(emit_logits ? "with logits" : "without logits");
+    exporter::hf::StepImport a = ImportStep(emit_logits), b = ImportStep(emit_logits);
+    const int32_t vocab = static_cast<int32_t>(a.config.vocab_size);
+    const std::vector<uint8_t> portable = ember::testing::export_program(std::move(a.graph)).program.bytes;
+    const std::vector<uint8_t> sim = ember::testing::export_program(std::move(b.graph), {"sim"}).program.bytes;
+    {
+      SCOPED_TRACE("whole method on sim");
+      ExpectStepsAfterTheFirstAllocateNothing(portable, vocab, emit_logits, true, {"sim"}, "sim");
     }
-    ASSERT_TRUE(engine.step(&ctx).is_ok()) << ctx.message;  // the first execute may allocate (DESIGN §3)
-    int steps = 0, tokens = 0;
-    CountAllocations counter;
-    while (engine.has_work()) {
-      Result<Span<const TokenEvent>> events = engine.step(&ctx);
-      ASSERT_TRUE(events.is_ok()) << ctx.message;
-      tokens += static_cast<int>(events.value().size());
-      if (++steps == 3) {
-        ASSERT_TRUE(engine.add(Span<const int32_t>(prompts[3].data(), prompts[3].size()), config, &ctx).is_ok());
-      }
+    {
+      SCOPED_TRACE("GRAPH delegate on sim");
+      ExpectStepsAfterTheFirstAllocateNothing(sim, vocab, emit_logits, true, {}, "sim");
     }
-    EXPECT_EQ(counter.stop(), 0u) << steps << " steps";
-    EXPECT_GT(steps, 10);
-    EXPECT_GT(tokens, 20);
   }
 }
 
