@@ -13,6 +13,7 @@
 #include "exporter/importers/builder/examples.h"
 #include "exporter/plan/overlap_check.h"
 #include "kernels/builtin.h"
+#include "tools/capabilities/manifest_writer.h"
 
 namespace ember::testing {
 
@@ -45,66 +46,25 @@ Runtime::Runtime(const RuntimeOptions& options)
 
 namespace {
 
-std::string dtypes_json(const KernelKey& key) {
-  std::string s = "[";
-  for (int i = 0; i < key.arg_count; ++i) {
-    if (i) s += ", ";
-    s += "\"";
-    s += key.dtypes[i] == ScalarType::Invalid ? "-" : to_string(key.dtypes[i]);
-    s += "\"";
-  }
-  return s + "]";
-}
-
-std::string signature_json(const KernelKey& key) {
-  return std::string("{\"op\": \"") + to_string(key.op) + "\", \"dtypes\": " + dtypes_json(key) +
-         ", \"dim_order\": \"" + (key.dim_order == DimOrder::ChannelsLast ? "channels_last" : "contiguous") +
-         "\", \"quant\": \"" + to_string(key.quant) + "\"";
-}
-
-// `sim_ops` empty: sim lists every signature its supports() accepts (as tools/capabilities asks
-// it); otherwise only those of these ops.
+// The manifest of kernels + null + sim, written as tools/capabilities writes it. `sim_ops` empty:
+// sim lists every signature its supports() accepts; otherwise only those of these ops.
 std::string manifest_json(const std::vector<OpCode>& sim_ops) {
   auto registry = std::make_unique<KernelRegistry>();
   auto backends = std::make_unique<BackendRegistry>();
-  if (!register_builtin(*registry).is_ok() || !backends::sim::register_backend(*backends).is_ok()) {
+  if (!register_builtin(*registry).is_ok() || !backends::null_backend::register_backend(*backends).is_ok() ||
+      !backends::sim::register_backend(*backends).is_ok()) {
     throw std::runtime_error("registration failed");
   }
   RuntimeContext runtime;
   runtime.kernels = registry.get();
   runtime.backends = backends.get();
-  const Backend& sim = *backends->find(backends::sim::kBackendId);
-  std::ostringstream out;
-  out << "{\"format\": 1, \"runtime_version\": \"0.1.0\", \"kernels\": [\n";
-  for (size_t i = 0; i < registry->size(); ++i) {
-    const KernelRegistry::Entry& e = registry->entry(i);
-    out << (i ? ",\n" : "") << signature_json(e.key) << ", \"library\": \"" << e.library << "\"}";
-  }
-  out << "],\n\"backends\": [{\"id\": \"" << backends::null_backend::kBackendId << "\", \"ops\": [\n";
-  bool first = true;
-  for (size_t i = 0; i < registry->size(); ++i) {
-    const KernelRegistry::Entry& e = registry->entry(i);
-    bool listed = false;
-    for (OpCode op : backends::null_backend::supported_ops()) listed = listed || op == e.key.op;
-    if (!listed || e.key.quant != QuantLayout::None) continue;
-    out << (first ? "" : ",\n") << "{\"op\": \"" << to_string(e.key.op) << "\", \"dtypes\": " << dtypes_json(e.key)
-        << "}";
-    first = false;
-  }
-  out << "]},\n{\"id\": \"" << backends::sim::kBackendId << "\", \"ops\": [\n";
-  first = true;
-  for (size_t i = 0; i < registry->size(); ++i) {
-    const KernelKey& key = registry->entry(i).key;
-    bool seen = false;  // a signature of two kernel libraries is listed once
-    for (size_t j = 0; j < i && !seen; ++j) seen = registry->entry(j).key == key;
-    bool wanted = sim_ops.empty();
-    for (OpCode op : sim_ops) wanted = wanted || op == key.op;
-    if (seen || !wanted || !sim.supports(runtime, key)) continue;
-    out << (first ? "" : ",\n") << signature_json(key) << "}";
-    first = false;
-  }
-  out << "]}]}\n";
-  return out.str();
+  return tools::capability_manifest_json(runtime, [&](const char* backend, const KernelKey& key) {
+    if (std::strcmp(backend, backends::sim::kBackendId) != 0 || sim_ops.empty()) return true;
+    for (OpCode op : sim_ops) {
+      if (op == key.op) return true;
+    }
+    return false;
+  });
 }
 
 }  // namespace
