@@ -9,7 +9,6 @@
 #include "runtime/interpreter/host_graph.h"
 #include "runtime/core/thread_pool.h"
 #include "runtime/kernel/kernel_registry.h"
-#include "runtime/platform/platform.h"
 
 namespace ember {
 namespace backends::sim {
@@ -55,6 +54,7 @@ bool protect(const Region& r, bool open) {
 
 class StateBuffer {
  public:
+  DeviceAllocator* allocator = nullptr;  // where this record came from (RuntimeContext's, or null)
   backends::sim::Region region;
   uint64_t nbytes = 0;
   std::mutex mutex;      // guards open_count (Methods of one Program on two threads)
@@ -63,6 +63,7 @@ class StateBuffer {
 
 class DelegateHandle {
  public:
+  DeviceAllocator* allocator = nullptr;  // where the host memory came from (RuntimeContext's, or null)
   GraphRunner runner;
   uint8_t* host = nullptr;          // runner structures, then the state pointer table
   size_t host_bytes = 0;
@@ -80,6 +81,18 @@ namespace backends::sim {
 namespace {
 
 constexpr size_t kMaxStates = 256;
+
+// Host memory of the backend: from the app's DeviceAllocator when it serves the request, else the
+// platform's. The device regions are always the backend's own mappings (they must be pages it can
+// protect), so Device requests are never put to the app.
+AllocationRequest host_request(uint64_t bytes) {
+  AllocationRequest request;
+  request.domain = MemoryDomain::Host;
+  request.purpose = AllocationRequest::Purpose::Other;
+  request.bytes = bytes;
+  request.owner = kBackendId;
+  return request;
+}
 
 struct Layout;
 size_t device_layout_bytes(const Layout& l);
@@ -152,9 +165,11 @@ class SimBackend final : public Backend {
   }
 
   Result<StateBuffer*> create_state(BackendLoadContext& ctx, const StateSpec& spec) const override {
-    void* storage = platform_aligned_alloc(alignof(StateBuffer), sizeof(StateBuffer));
+    DeviceAllocator* allocator = ctx.runtime->device_allocator;
+    void* storage = allocate_host_memory(allocator, host_request(sizeof(StateBuffer)));
     if (storage == nullptr) return EMBER_FAIL(ctx.error, Error::OutOfMemory, "sim: state record for '%s'", spec.name);
     StateBuffer* state = new (storage) StateBuffer();
+    state->allocator = allocator;
     state->nbytes = spec.nbytes;
     if (!map_region(spec.nbytes, &state->region)) {
       destroy_state(state);
@@ -167,8 +182,9 @@ class SimBackend final : public Backend {
   void destroy_state(StateBuffer* state) const noexcept override {
     if (state == nullptr) return;
     unmap_region(state->region);
+    DeviceAllocator* allocator = state->allocator;
     state->~StateBuffer();
-    platform_aligned_free(state);
+    free_host_memory(allocator, host_request(sizeof(StateBuffer)), state);
   }
 
   Result<MemoryRequirements> plan_memory(BackendLoadContext& ctx, const GraphView& graph,
@@ -189,11 +205,13 @@ class SimBackend final : public Backend {
                         kMaxStates);
     }
     const Layout l = plan(*ctx.runtime, graph);
-    void* storage = platform_aligned_alloc(alignof(DelegateHandle), sizeof(DelegateHandle));
+    DeviceAllocator* allocator = ctx.runtime->device_allocator;
+    void* storage = allocate_host_memory(allocator, host_request(sizeof(DelegateHandle)));
     if (storage == nullptr) return EMBER_FAIL(ctx.error, Error::OutOfMemory, "sim: delegate record");
     DelegateHandle* h = new (storage) DelegateHandle();
+    h->allocator = allocator;
     h->host_bytes = l.host_bytes;
-    h->host = static_cast<uint8_t*>(platform_aligned_alloc(64, l.host_bytes));
+    h->host = static_cast<uint8_t*>(allocate_host_memory(allocator, host_request(l.host_bytes)));
     if (h->host == nullptr || !map_region(device_layout_bytes(l), &h->device)) {
       destroy(h);
       return EMBER_FAIL(ctx.error, Error::OutOfMemory, "sim: %zu host and %llu device bytes for delegate %u",
@@ -301,9 +319,10 @@ class SimBackend final : public Backend {
   void destroy(DelegateHandle* h) const noexcept override {
     if (h == nullptr) return;
     unmap_region(h->device);
-    platform_aligned_free(h->host);
+    DeviceAllocator* allocator = h->allocator;
+    free_host_memory(allocator, host_request(h->host_bytes), h->host);
     h->~DelegateHandle();
-    platform_aligned_free(h);
+    free_host_memory(allocator, host_request(sizeof(DelegateHandle)), h);
   }
 
  private:
