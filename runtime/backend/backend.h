@@ -13,8 +13,9 @@
 //                   reads what it wrote, and at the end of Method::execute
 //   ~Method         destroy();  ~Program: destroy_state()
 //
-// Backends see only this folder, runtime/kernel (kernel keys, the GraphRunner interpreter),
-// runtime/program's read-only views and runtime/core; never the executor, never another backend.
+// Backends see only this folder, runtime/kernel (kernel keys), runtime/interpreter (GraphRunner, for
+// host backends), runtime/program's read-only views and runtime/core; never the executor, never
+// another backend.
 // A Backend object is immutable after registration and must be safe to call from several threads
 // for different handles.
 #pragma once
