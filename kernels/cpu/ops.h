@@ -47,8 +47,8 @@ EMBER_CPU_KERNEL(global_avg_pool2d);
 // f32 (norm.cc).
 EMBER_CPU_KERNEL(softmax);
 EMBER_CPU_KERNEL(layer_norm);
-// Any dtype of 8 bits or more; bytes are moved, never interpreted (movement.cc).
-EMBER_CPU_KERNEL(reshape);
+// Any dtype of 8 bits or more; bytes are moved, never interpreted (movement.cc). reshape is a byte
+// copy with nothing to vectorize: the reference's kernel serves it (register_builtin).
 EMBER_CPU_KERNEL(transpose);
 EMBER_CPU_KERNEL(concat);
 EMBER_CPU_KERNEL(slice);
