@@ -81,7 +81,7 @@ EMBER_CPU_KERNEL(silu_mul);
 EMBER_CPU_KERNEL(embedding);
 // paged_attention as the reference op (kernels/cpu/paged_attention.h: batch invariant, no scratch).
 EMBER_CPU_KERNEL(paged_attention_op);
-EMBER_CPU_KERNEL(logits_gather);
+// logits_gather (row copies) has no cpu kernel: the reference's serves it (register_builtin).
 // sample uses ctx.scratch: sample_scratch(...) bytes (one V-float row and V indices per thread).
 EMBER_CPU_KERNEL(sample);
 size_t sample_scratch(const OpAttrs& attrs, const TensorView* inputs, size_t input_count,
