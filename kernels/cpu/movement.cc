@@ -86,14 +86,6 @@ void transpose_2d_bytes(size_t elem, const uint8_t* in, uint8_t* out, int64_t ro
 
 }  // namespace
 
-void reshape(KernelContext&, const OpAttrs&, const TensorView* inputs, size_t,
-             TensorView* outputs, size_t) {
-  const size_t bytes = static_cast<size_t>(outputs[0].nbytes());
-  if (bytes != 0 && outputs[0].data != inputs[0].data) {
-    std::memmove(outputs[0].data, inputs[0].data, bytes);
-  }
-}
-
 void transpose(KernelContext&, const OpAttrs& attrs, const TensorView* inputs, size_t,
                TensorView* outputs, size_t) {
   const TensorView& x = inputs[0];

@@ -47,8 +47,8 @@ EMBER_CPU_KERNEL(global_avg_pool2d);
 // f32 (norm.cc).
 EMBER_CPU_KERNEL(softmax);
 EMBER_CPU_KERNEL(layer_norm);
-// Any dtype of 8 bits or more; bytes are moved, never interpreted (movement.cc).
-EMBER_CPU_KERNEL(reshape);
+// Any dtype of 8 bits or more; bytes are moved, never interpreted (movement.cc). reshape is a byte
+// copy with nothing to vectorize: the reference's kernel serves it (register_builtin).
 EMBER_CPU_KERNEL(transpose);
 EMBER_CPU_KERNEL(concat);
 EMBER_CPU_KERNEL(slice);
@@ -81,7 +81,7 @@ EMBER_CPU_KERNEL(silu_mul);
 EMBER_CPU_KERNEL(embedding);
 // paged_attention as the reference op (kernels/cpu/paged_attention.h: batch invariant, no scratch).
 EMBER_CPU_KERNEL(paged_attention_op);
-EMBER_CPU_KERNEL(logits_gather);
+// logits_gather (row copies) has no cpu kernel: the reference's serves it (register_builtin).
 // sample uses ctx.scratch: sample_scratch(...) bytes (one V-float row and V indices per thread).
 EMBER_CPU_KERNEL(sample);
 size_t sample_scratch(const OpAttrs& attrs, const TensorView* inputs, size_t input_count,

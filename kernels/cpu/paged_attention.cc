@@ -391,21 +391,6 @@ void paged_attention_op(KernelContext& ctx, const OpAttrs& attrs, const TensorVi
   if (!status.is_ok()) std::memset(out, 0, static_cast<size_t>(outputs[0].nbytes()));
 }
 
-void logits_gather(KernelContext&, const OpAttrs&, const TensorView* inputs, size_t, TensorView* outputs,
-                   size_t) {
-  const int64_t rows = inputs[0].dims[0], h = inputs[0].dims[1], count = inputs[1].dims[0];
-  const int32_t* idx = inputs[1].data_as<const int32_t>();
-  const float* hidden = inputs[0].data_as<const float>();
-  float* out = outputs[0].data_as<float>();
-  for (int64_t s = 0; s < count; ++s) {
-    if (idx[s] >= 0 && idx[s] < rows) {
-      std::memcpy(out + s * h, hidden + idx[s] * h, size_t(h) * sizeof(float));
-    } else {
-      std::memset(out + s * h, 0, size_t(h) * sizeof(float));
-    }
-  }
-}
-
 }  // namespace cpu
 }  // namespace ember::kernels
 #endif  // HWY_ONCE

@@ -433,8 +433,10 @@ HWY_INLINE void Nvfp4Group(hn::Vec<DU>* v, const VF* s, int64_t e, Accum<kRows, 
   }
 }
 
-// Whether all `count` ue4m3 codes at p are valid (<= 0x7E: 0x7F and the sign bit are invalid).
-HWY_INLINE bool ValidUe4m3(const uint8_t* p, int64_t count) { return AllBelow(p, count, 0x7F); }
+// Whether all `count` ue4m3 codes at p are valid (ue4m3_is_valid: <= kUe4m3MaxValidCode, 0x7E).
+HWY_INLINE bool ValidUe4m3(const uint8_t* p, int64_t count) {
+  return AllBelow(p, count, uint8_t{kUe4m3MaxValidCode + 1});
+}
 
 #if HWY_TARGET != HWY_SCALAR
 // The lanes' block scales of one NVFP4 group (kFolded, inline): the L / 2 ue4m3 codes at p, all

@@ -1,6 +1,5 @@
 // Argument checks, scratch layout and threading of the quantized linear kernels
 // (quantized_linear.h); the per-target code is in quantized_linear.cc.
-#include <cmath>
 #include <cstddef>
 #include <cstdint>
 
@@ -8,6 +7,7 @@
 #include "kernels/cpu/parallel.h"
 #include "kernels/cpu/quantized_linear.h"
 #include "kernels/cpu/quantized_linear_plan.h"
+#include "runtime/core/quant.h"
 
 namespace ember::kernels {
 namespace cpu_detail {
@@ -185,11 +185,11 @@ Status linear_mxfp8(const KernelContext& context, const float* x, int64_t m, con
                     int64_t n, int64_t k, const uint8_t* scales, const float* bias, float* y,
                     ErrorContext* error, bool nan_free) {
   EMBER_RETURN_IF_ERROR(cpu_detail::check_dims(m, n, k, error));
-  EMBER_RETURN_IF_ERROR(cpu_detail::check_multiple(k, 32, "MXFP8", error));
+  EMBER_RETURN_IF_ERROR(cpu_detail::check_multiple(k, kMxBlock, "MXFP8", error));
   QuantPlan p = cpu_detail::make_plan(QuantFormat::Mxfp8, x, m, codes, n, k, bias, y);
   EMBER_RETURN_IF_ERROR(cpu_detail::check_pointers(p, scales, true, error));
-  p.block_k = 32;
-  p.block_cols = k / 32;
+  p.block_k = kMxBlock;
+  p.block_cols = k / kMxBlock;
   p.u8_scales = scales;
   p.row_bytes = k;
   p.nan_free = nan_free;
@@ -200,16 +200,12 @@ Status linear_nvfp4(const KernelContext& context, const float* x, int64_t m,
                     const uint8_t* packed, int64_t n, int64_t k, const uint8_t* scales,
                     float global_scale, const float* bias, float* y, ErrorContext* error) {
   EMBER_RETURN_IF_ERROR(cpu_detail::check_dims(m, n, k, error));
-  EMBER_RETURN_IF_ERROR(cpu_detail::check_multiple(k, 16, "NVFP4", error));
+  EMBER_RETURN_IF_ERROR(cpu_detail::check_multiple(k, kNvfp4Block, "NVFP4", error));
   QuantPlan p = cpu_detail::make_plan(QuantFormat::Nvfp4, x, m, packed, n, k, bias, y);
   EMBER_RETURN_IF_ERROR(cpu_detail::check_pointers(p, scales, true, error));
-  if (!(global_scale > 0.0f) || !std::isfinite(global_scale)) {
-    return EMBER_FAIL(error, Error::InvalidArgument,
-                      "NVFP4 global scale %g must be finite and greater than 0",
-                      static_cast<double>(global_scale));
-  }
-  p.block_k = 16;
-  p.block_cols = k / 16;
+  EMBER_RETURN_IF_ERROR(check_nvfp4_global_scale(global_scale, error));
+  p.block_k = kNvfp4Block;
+  p.block_cols = k / kNvfp4Block;
   p.u8_scales = scales;
   p.global_scale = global_scale;
   p.row_bytes = k / 2;

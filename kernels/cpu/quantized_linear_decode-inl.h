@@ -147,9 +147,10 @@ HWY_INLINE bool ScaleRow(const QuantPlan& plan, int64_t j, int64_t b0, int64_t c
           bits = hn::IfThenElse(hn::Eq(v, hn::Zero(DU())), hn::Set(DU(), 0x00400000u), bits);
           bits = hn::IfThenElse(hn::Eq(v, hn::Set(DU(), 0xFFu)), hn::Set(DU(), 0x7FC00000u), bits);
           s = hn::BitCast(d, bits);
-        } else {  // ue4m3 (codes >= 0x7F are invalid: NaN), times the global scale
+        } else {  // ue4m3 (codes above kUe4m3MaxValidCode are invalid: NaN), times the global scale
           const VF value = hn::Mul(hn::BitCast(d, hn::ShiftLeft<20>(v)), hn::Set(d, 0x1p120f));
-          const auto invalid = hn::RebindMask(d, hn::Gt(hn::BitCast(DI(), v), hn::Set(DI(), 0x7E)));
+          const auto invalid =
+              hn::RebindMask(d, hn::Gt(hn::BitCast(DI(), v), hn::Set(DI(), int32_t{kUe4m3MaxValidCode})));
           s = hn::Mul(hn::Set(d, plan.global_scale), hn::IfThenElse(invalid, QuietNan(d), value));
         }
       }

@@ -114,7 +114,6 @@ Status register_cpu_kernels(KernelRegistry& r) {
   for (ScalarType w : {F, ScalarType::BF16, ScalarType::F16}) {
     EMBER_RETURN_IF_ERROR(add(r, OpCode::Embedding, cpu::embedding, {w, I, F}));
   }
-  EMBER_RETURN_IF_ERROR(add(r, OpCode::LogitsGather, cpu::logits_gather, {F, I, F}));
   for (ScalarType c : {F, ScalarType::BF16, ScalarType::F16, ScalarType::F8E4M3FN}) {
     EMBER_RETURN_IF_ERROR(add(r, OpCode::PagedAttention, cpu::paged_attention_op, {F, F, F, c, c, I, I, I, I, F}));
   }
@@ -127,8 +126,9 @@ Status register_cpu_kernels(KernelRegistry& r) {
     EMBER_RETURN_IF_ERROR(r.add(key, cpu::sample, kLibrary, cpu::sample_scratch));
   }
 
+  // reshape and logits_gather, byte copies, are left to the reference's kernels (one implementation
+  // each; register_builtin).
   for (ScalarType t : kMovementTypes) {
-    EMBER_RETURN_IF_ERROR(add(r, OpCode::Reshape, cpu::reshape, {t, t}));
     EMBER_RETURN_IF_ERROR(add(r, OpCode::Transpose, cpu::transpose, {t, t}));
     EMBER_RETURN_IF_ERROR(add(r, OpCode::Slice, cpu::slice, {t, t}));
     for (int inputs = 1; inputs < kMaxKernelArgs; ++inputs) {  // concat: 1..15 inputs + output

@@ -2,8 +2,9 @@
 // slot of ctx.scratch (the row's processed logits and an index array, sample_scratch bytes per
 // thread). The linear passes (copy, temperature and NaN masking, maxima) are Highway vectors; the
 // order-dependent parts (exp sums in double, the k-th value by nth_element, the top-p order by a
-// sort on (z descending, id ascending), the ascending-id draw) are the reference's scalar code, so
-// a row's id and logprob equal the reference's bit for bit, whatever the thread count or batch.
+// sort on (z descending, id ascending)) are the reference's scalar code, and the ascending-id draw
+// is the reference's own function (runtime/core/sample_draw.h), so a row's id and logprob equal the
+// reference's bit for bit, whatever the thread count or batch.
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "kernels/cpu/sample.cc"
 #include "kernels/cpu/hwy_dispatch.h"
@@ -20,6 +21,7 @@
 #define EMBER_KERNELS_CPU_SAMPLE_PLAN_
 #include "kernels/cpu/ops.h"
 #include "runtime/core/philox.h"
+#include "runtime/core/sample_draw.h"
 #include "runtime/core/thread_pool.h"
 namespace ember::kernels::cpu_detail {
 constexpr size_t kSampleAlign = 64;
@@ -195,25 +197,7 @@ void sample_row(const SamplePlan& p, size_t r, float* z, int32_t* idx) {
     }
     for (int64_t j = keep; j < count; ++j) z[idx[j]] = -INFINITY;
   }
-  double sum = 0.0;
-  for (size_t i = 0; i < n; ++i) {
-    if (z[i] != -INFINITY) sum += std::exp(static_cast<double>(z[i]) - m);
-  }
-  const double target = sample_uniform(seed, position) * sum;
-  double cum = 0.0;
-  int64_t chosen = -1, last = -1;
-  for (int64_t i = 0; i < v; ++i) {
-    if (z[i] == -INFINITY) continue;
-    cum += std::exp(static_cast<double>(z[i]) - m);
-    last = i;
-    if (cum > target) {
-      chosen = i;
-      break;
-    }
-  }
-  if (chosen < 0) chosen = last;
-  p.ids[r] = static_cast<int32_t>(chosen);
-  p.logprobs[r] = static_cast<float>((static_cast<double>(z[chosen]) - m) - std::log(sum));
+  sample_inverse_cdf(z, v, m, sample_uniform(seed, position), p.ids + r, p.logprobs + r);
 }
 
 void sample_task(void* arg, size_t t) {

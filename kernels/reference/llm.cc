@@ -1,4 +1,4 @@
-// LLM ops: rms_norm, rope, silu_mul, embedding (sample is in sample.cc). Semantics in ops.h; the
+// LLM ops: rms_norm, rope, silu_mul, logits_gather, embedding (sample is in sample.cc). Semantics in ops.h; the
 // f32 roundings follow Hugging Face's float32 modules step by step, reductions are in double.
 #include <cmath>
 #include <cstdint>
@@ -73,7 +73,8 @@ void silu_mul(KernelContext&, const OpAttrs&, const TensorView* inputs, size_t, 
   }
 }
 
-// Row indices[s] of hidden; -1 (and anything logits_gather_check rejects) gives a zero row.
+// Row indices[s] of hidden; -1 (and anything logits_gather_check rejects) gives a zero row. Rows
+// are copied as bytes (a NaN keeps its payload). The one logits_gather: the cpu library has none.
 void logits_gather(KernelContext&, const OpAttrs&, const TensorView* inputs, size_t, TensorView* outputs,
                    size_t) {
   const int64_t rows = inputs[0].dims[0], h = inputs[0].dims[1], count = inputs[1].dims[0];
@@ -81,8 +82,10 @@ void logits_gather(KernelContext&, const OpAttrs&, const TensorView* inputs, siz
   const float* hidden = inputs[0].data_as<const float>();
   float* out = outputs[0].data_as<float>();
   for (int64_t s = 0; s < count; ++s) {
-    for (int64_t i = 0; i < h; ++i) {
-      out[s * h + i] = idx[s] >= 0 && idx[s] < rows ? hidden[idx[s] * h + i] : 0.0f;
+    if (idx[s] >= 0 && idx[s] < rows) {
+      std::memcpy(out + s * h, hidden + idx[s] * h, static_cast<size_t>(h) * sizeof(float));
+    } else {
+      std::memset(out + s * h, 0, static_cast<size_t>(h) * sizeof(float));
     }
   }
 }

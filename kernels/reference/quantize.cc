@@ -4,6 +4,7 @@
 #include <cstdint>
 
 #include "runtime/core/float_codecs.h"
+#include "runtime/core/quant.h"
 
 namespace ember::kernels::reference {
 namespace {
@@ -187,20 +188,9 @@ Status dequantize_nvfp4(const uint8_t* packed, int64_t n, int64_t k, const uint8
                         float global_scale, float* out, ErrorContext* ctx) {
   EMBER_RETURN_IF_ERROR(check_shape(n, k, ctx));
   EMBER_RETURN_IF_ERROR(check_multiple(k, kNvfp4Block, "NVFP4", ctx));
-  if (!(global_scale > 0.0f) || (f32_bits(global_scale) & kF32ExpMask) == kF32ExpMask) {
-    return EMBER_FAIL(ctx, Error::InvalidArgument,
-                      "NVFP4 global scale %g must be finite and greater than 0",
-                      static_cast<double>(global_scale));
-  }
+  EMBER_RETURN_IF_ERROR(check_nvfp4_global_scale(global_scale, ctx));
   const int64_t blocks = k / kNvfp4Block;
-  for (int64_t s = 0; s < n * blocks; ++s) {
-    if (scales[s] >= 0x7Fu) {
-      return EMBER_FAIL(ctx, Error::InvalidArgument,
-                        "NVFP4 block scale [%lld, %lld] is 0x%02x, not a valid ue4m3 code "
-                        "(sign bit set or 0x7F)", static_cast<long long>(s / blocks),
-                        static_cast<long long>(s % blocks), static_cast<unsigned>(scales[s]));
-    }
-  }
+  EMBER_RETURN_IF_ERROR(check_ue4m3_scales(scales, n, blocks, ctx));
   for (int64_t i = 0; i < n; ++i) {
     for (int64_t b = 0; b < blocks; ++b) {
       const float scale = global_scale * ue4m3_to_f32(scales[i * blocks + b]);

@@ -20,12 +20,14 @@
 
 #include <cstdint>
 
+#include "runtime/core/quant.h"
 #include "runtime/core/status.h"
 
 namespace ember::kernels::reference {
 
-constexpr int64_t kMxfp8Block = 32;   // elements along k per E8M0 scale
-constexpr int64_t kNvfp4Block = 16;   // elements along k per UE4M3 scale
+// Elements along k per E8M0 (MXFP8) and per UE4M3 (NVFP4) scale: runtime/core/quant.h's.
+constexpr int64_t kMxfp8Block = kMxBlock;
+using ember::kNvfp4Block;
 constexpr float kFp8E4m3Max = 448.0f;
 constexpr float kE2m1Max = 6.0f;
 

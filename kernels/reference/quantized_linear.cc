@@ -4,11 +4,10 @@
 
 #include "kernels/reference/quantize.h"
 #include "runtime/core/float_codecs.h"
+#include "runtime/core/quant.h"
 
 namespace ember::kernels::reference {
 namespace {
-
-constexpr uint32_t kF32ExpMask = 0x7F800000u;
 
 long long ll(int64_t v) { return static_cast<long long>(v); }
 
@@ -110,20 +109,9 @@ Status linear_nvfp4(const float* x, int64_t m, const uint8_t* packed, int64_t n,
   EMBER_RETURN_IF_ERROR(check_dims(m, n, k, ctx));
   EMBER_RETURN_IF_ERROR(check_multiple(k, kNvfp4Block, "NVFP4", ctx));
   EMBER_RETURN_IF_ERROR(check_pointers(m, n, k, x, packed, scales, true, y, ctx));
-  if (!(global_scale > 0.0f) || (f32_bits(global_scale) & kF32ExpMask) == kF32ExpMask) {
-    return EMBER_FAIL(ctx, Error::InvalidArgument,
-                      "NVFP4 global scale %g must be finite and greater than 0",
-                      static_cast<double>(global_scale));
-  }
+  EMBER_RETURN_IF_ERROR(check_nvfp4_global_scale(global_scale, ctx));
   const int64_t blocks = k / kNvfp4Block;
-  for (int64_t s = 0; s < n * blocks; ++s) {
-    if (scales[s] >= 0x7Fu) {
-      return EMBER_FAIL(ctx, Error::InvalidArgument,
-                        "NVFP4 block scale [%lld, %lld] is 0x%02x, not a valid ue4m3 code "
-                        "(sign bit set or 0x7F)", ll(s / blocks), ll(s % blocks),
-                        static_cast<unsigned>(scales[s]));
-    }
-  }
+  EMBER_RETURN_IF_ERROR(check_ue4m3_scales(scales, n, blocks, ctx));
   // dequantize_nvfp4's arithmetic: the scale product is rounded to f32, then one multiply.
   auto weight = [&](int64_t j, int64_t p) {
     const float scale = global_scale * ue4m3_to_f32(scales[j * blocks + p / kNvfp4Block]);

@@ -9,6 +9,7 @@
 #include "kernels/reference/internal.h"
 #include "kernels/reference/ops.h"
 #include "runtime/core/philox.h"
+#include "runtime/core/sample_draw.h"
 
 namespace ember::kernels::reference {
 namespace {
@@ -99,25 +100,7 @@ void sample_row(const Row& row, float* z, int32_t* idx, int32_t* out_id, float* 
     for (int64_t j = keep; j < n; ++j) z[idx[j]] = -INFINITY;
   }
   // The draw: ascending ids, first running sum above u * sum.
-  double sum = 0.0;
-  for (int64_t i = 0; i < v; ++i) {
-    if (z[i] != -INFINITY) sum += std::exp(static_cast<double>(z[i]) - m);
-  }
-  const double target = sample_uniform(row.seed, row.position) * sum;
-  double cum = 0.0;
-  int64_t chosen = -1, last = -1;
-  for (int64_t i = 0; i < v; ++i) {
-    if (z[i] == -INFINITY) continue;
-    cum += std::exp(static_cast<double>(z[i]) - m);
-    last = i;
-    if (cum > target) {
-      chosen = i;
-      break;
-    }
-  }
-  if (chosen < 0) chosen = last;
-  *out_id = static_cast<int32_t>(chosen);
-  *out_logprob = static_cast<float>((static_cast<double>(z[chosen]) - m) - std::log(sum));
+  sample_inverse_cdf(z, v, m, sample_uniform(row.seed, row.position), out_id, out_logprob);
 }
 
 size_t row_bytes(int64_t vocab) { return static_cast<size_t>(vocab) * (sizeof(float) + sizeof(int32_t)); }

@@ -240,8 +240,14 @@ inline uint8_t e8m0_rceil(float f) {
 
 // ---- ue4m3 (NVFP4 block scale) ------------------------------------------------------------------
 
+// The largest valid ue4m3 code (448); every code above it (0x7F, and any with the sign bit set) is
+// invalid. The one definition of validity: decoders, dequantizers and kernels compare against it.
+constexpr uint8_t kUe4m3MaxValidCode = 0x7Eu;
+
+inline bool ue4m3_is_valid(uint8_t code) { return code <= kUe4m3MaxValidCode; }
+
 inline float ue4m3_to_f32(uint8_t code) {
-  if (code >= 0x7Fu) return f32_from_bits(internal::kCodecF32QuietNan);  // invalid: 0x7F or sign set
+  if (!ue4m3_is_valid(code)) return f32_from_bits(internal::kCodecF32QuietNan);
   return internal::codec_decode_magnitude<3, 7>(code);
 }
 

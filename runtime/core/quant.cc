@@ -2,6 +2,8 @@
 
 #include <cstring>
 
+#include "runtime/core/float_codecs.h"
+
 namespace ember {
 
 const char* to_string(QuantLayout layout) {
@@ -37,6 +39,26 @@ bool e4m3_any_nan_code(const uint8_t* codes, size_t count) {
     if ((codes[i] & 0x7F) == 0x7F) return true;
   }
   return false;
+}
+
+Status check_nvfp4_global_scale(float global_scale, ErrorContext* ctx) {
+  if (!nvfp4_global_scale_is_valid(global_scale)) {
+    return EMBER_FAIL(ctx, Error::InvalidArgument, "NVFP4 global scale %g must be finite and greater than 0",
+                      static_cast<double>(global_scale));
+  }
+  return Status::ok();
+}
+
+Status check_ue4m3_scales(const uint8_t* scales, int64_t rows, int64_t cols, ErrorContext* ctx) {
+  for (int64_t s = 0; s < rows * cols; ++s) {
+    if (!ue4m3_is_valid(scales[s])) {
+      return EMBER_FAIL(ctx, Error::InvalidArgument,
+                        "NVFP4 block scale [%lld, %lld] is 0x%02x, not a valid ue4m3 code (sign bit set or 0x7F)",
+                        static_cast<long long>(s / cols), static_cast<long long>(s % cols),
+                        static_cast<unsigned>(scales[s]));
+    }
+  }
+  return Status::ok();
 }
 
 }  // namespace ember

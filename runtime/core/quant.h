@@ -14,8 +14,10 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <limits>
 
 #include "runtime/core/scalar_type.h"
+#include "runtime/core/status.h"
 
 namespace ember {
 
@@ -70,5 +72,19 @@ struct QuantView {
 // Whether any of `count` e4m3fn codes is a NaN code (0x7F or 0xFF). Reads every byte once, 8 at a
 // time; null with count 0 is fine.
 bool e4m3_any_nan_code(const uint8_t* codes, size_t count);
+
+// NVFP4 scale checks, one definition for every consumer (the reference dequantizer and linear, the
+// cpu linear). A global scale is usable when it is finite and greater than 0 (not NaN, ±Inf, ±0 or
+// negative); a ue4m3 block scale when ue4m3_is_valid (runtime/core/float_codecs.h).
+inline bool nvfp4_global_scale_is_valid(float global_scale) {
+  return global_scale > 0.0f && global_scale <= std::numeric_limits<float>::max();
+}
+// Error::InvalidArgument (the value in *ctx when not null, and in the log) unless the global scale
+// is valid.
+Status check_nvfp4_global_scale(float global_scale, ErrorContext* ctx);
+// Error::InvalidArgument (the first invalid code and its [row, column] in *ctx when not null, and
+// in the log) unless every code of scales [rows, cols] (row-major) is a valid ue4m3 block scale.
+// scales may be null when rows * cols is 0.
+Status check_ue4m3_scales(const uint8_t* scales, int64_t rows, int64_t cols, ErrorContext* ctx);
 
 }  // namespace ember

@@ -92,18 +92,6 @@ const ScalarType kDtypes[] = {ScalarType::U8, ScalarType::F16, ScalarType::F32, 
 using MovementTest = TargetTest;
 EMBER_INSTANTIATE_TARGETS(MovementTest);
 
-TEST_P(MovementTest, Reshape) {
-  for (ScalarType t : kDtypes) {
-    Tensor x = RandomBytes(t, {3, 4, 5}, 61);
-    OpAttrs attrs;
-    attrs.kind = AttrKind::Reshape;
-    attrs.count = 2;
-    attrs.shape[0] = 12;
-    attrs.shape[1] = -1;
-    CheckTwin(OpCode::Reshape, cpu::reshape, ref::reshape, attrs, {x.view}, kExact);
-  }
-}
-
 TEST_P(MovementTest, Transpose) {
   const std::vector<std::pair<std::vector<int64_t>, std::vector<int32_t>>> cases = {
       {{37, 53}, {1, 0}},          {{1, 5}, {1, 0}},           {{64, 64}, {1, 0}},
@@ -186,19 +174,20 @@ TEST(CpuRegisterTest, RegistersEveryKeyOnceAndReferenceFillsNothingMore) {
   const size_t cpu_count = registry.size();
   // + the importer's f32 clip .. batch_norm (11), where f32 and pad f32, and linear with a quantized
   // weight (5 layouts x 3 bias forms); the LLM ops: rms_norm, rope, silu_mul, embedding (f32, bf16,
-  // f16 weights), sample; logits_gather and paged_attention (f32, bf16, f16, fp8 caches); linear
-  // with a bf16 weight (3 bias forms).
-  EXPECT_EQ(cpu_count, 10u + 6u + 4u + 7u + 13u * (3u + 15u) + 11u + 2u + 15u + 7u + 5u + 3u);
+  // f16 weights), sample; paged_attention (f32, bf16, f16, fp8 caches); linear with a bf16 weight
+  // (3 bias forms).
+  EXPECT_EQ(cpu_count, 10u + 6u + 4u + 7u + 13u * (2u + 15u) + 11u + 2u + 15u + 7u + 4u + 3u);
   ASSERT_TRUE(register_reference_kernels(registry, /*only_missing=*/true).is_ok());
-  // The reference fills in only the importer's ops the cpu library leaves to it: equal (4 keys),
-  // where / expand / gather (i32, i64) over 13 dtypes minus where f32, pad over 9 dtypes minus f32,
-  // and cast (9 x 9).
-  EXPECT_EQ(registry.size(), cpu_count + 4u + (13u * 4u - 1u) + (9u - 1u) + 81u);
+  // The reference fills in only the ops the cpu library leaves to it: the byte copies reshape (13
+  // dtypes) and logits_gather (1 key); the importer's equal (4 keys), where / expand / gather (i32,
+  // i64) over 13 dtypes minus where f32, pad over 9 dtypes minus f32, and cast (9 x 9).
+  EXPECT_EQ(registry.size(), cpu_count + 13u + 1u + 4u + (13u * 4u - 1u) + (9u - 1u) + 81u);
   EXPECT_FALSE(register_cpu_kernels(registry).is_ok());  // duplicates
   for (size_t i = 0; i < registry.size(); ++i) {
     const KernelKey& key = registry.entry(i).key;
-    const bool reference_only = key.op == OpCode::Equal || key.op == OpCode::Cast ||
-                                key.op == OpCode::Expand || key.op == OpCode::Gather ||
+    const bool reference_only = key.op == OpCode::Reshape || key.op == OpCode::LogitsGather ||
+                                key.op == OpCode::Equal || key.op == OpCode::Cast || key.op == OpCode::Expand ||
+                                key.op == OpCode::Gather ||
                                 ((key.op == OpCode::Where || key.op == OpCode::Pad) &&
                                  key.dtypes[key.arg_count - 1] != ScalarType::F32);
     EXPECT_STREQ(registry.entry(i).library, reference_only ? "reference" : "cpu")

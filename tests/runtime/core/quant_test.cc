@@ -1,12 +1,17 @@
 // runtime/core/quant.h: e4m3_any_nan_code against a byte-by-byte definition, for every code value,
 // every position of one NaN code in buffers of 0..80 bytes (the 32- and 8-byte word loops and the
-// tail), and unaligned starts.
+// tail), and unaligned starts; the NVFP4 scale checks and their errors.
 #include "runtime/core/quant.h"
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstdint>
+#include <cstring>
+#include <limits>
 #include <vector>
+
+#include "runtime/core/float_codecs.h"
 
 namespace ember {
 namespace {
@@ -47,6 +52,41 @@ TEST(QuantTest, E4m3AnyNanCodeFindsOneCodeAtEveryPosition) {
     }
   }
   EXPECT_FALSE(e4m3_any_nan_code(nullptr, 0));
+}
+
+TEST(QuantTest, Ue4m3ValidityIsWhatTheDecoderDoesNotTurnIntoNan) {
+  for (int c = 0; c < 256; ++c) {
+    const uint8_t code = static_cast<uint8_t>(c);
+    EXPECT_EQ(ue4m3_is_valid(code), c < 0x7F) << "code " << c;
+    EXPECT_EQ(ue4m3_is_valid(code), !std::isnan(ue4m3_to_f32(code))) << "code " << c;
+  }
+  EXPECT_EQ(ue4m3_to_f32(kUe4m3MaxValidCode), 448.0f);
+}
+
+TEST(QuantTest, Nvfp4GlobalScaleMustBeFiniteAndPositive) {
+  using L = std::numeric_limits<float>;
+  for (float g : {L::denorm_min(), L::min(), 1.0f, L::max()}) {
+    EXPECT_TRUE(nvfp4_global_scale_is_valid(g)) << g;
+    EXPECT_TRUE(check_nvfp4_global_scale(g, nullptr).is_ok()) << g;
+  }
+  for (float g : {0.0f, -0.0f, -1.0f, L::infinity(), -L::infinity(), L::quiet_NaN(), -L::quiet_NaN()}) {
+    EXPECT_FALSE(nvfp4_global_scale_is_valid(g)) << g;
+    ErrorContext ctx;
+    EXPECT_EQ(check_nvfp4_global_scale(g, &ctx).code(), Error::InvalidArgument) << g;
+    EXPECT_EQ(ctx.code, Error::InvalidArgument);
+    EXPECT_NE(std::strstr(ctx.message, "NVFP4 global scale"), nullptr) << ctx.message;
+  }
+}
+
+TEST(QuantTest, Ue4m3ScalesCheckNamesTheFirstInvalidCode) {
+  std::vector<uint8_t> scales(3 * 4, 0x38);  // [3, 4] of 1.0
+  EXPECT_TRUE(check_ue4m3_scales(scales.data(), 3, 4, nullptr).is_ok());
+  EXPECT_TRUE(check_ue4m3_scales(nullptr, 0, 4, nullptr).is_ok());
+  scales[2 * 4 + 1] = 0x80;  // sign bit set
+  scales[1 * 4 + 2] = 0x7F;  // the first one in row-major order
+  ErrorContext ctx;
+  EXPECT_EQ(check_ue4m3_scales(scales.data(), 3, 4, &ctx).code(), Error::InvalidArgument);
+  EXPECT_NE(std::strstr(ctx.message, "[1, 2] is 0x7f"), nullptr) << ctx.message;
 }
 
 }  // namespace
