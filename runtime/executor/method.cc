@@ -13,7 +13,6 @@
 namespace ember {
 namespace {
 
-
 template <typename T>
 uint32_t size_of(const flatbuffers::Vector<T>* v) { return v ? v->size() : 0; }
 size_t align16(size_t n) { return (n + 15) & ~size_t{15}; }
