@@ -198,6 +198,19 @@ LoadedMethod::LoadedMethod(const std::vector<uint8_t>& file, const RuntimeContex
   method_.emplace(std::move(m).value());
 }
 
+exporter::HostTensor i32_tensor(std::vector<int64_t> dims, const std::vector<int32_t>& values) {
+  exporter::HostTensor t;
+  t.dtype = ScalarType::I32;
+  t.dims = std::move(dims);
+  t.bytes.resize(values.size() * sizeof(int32_t));
+  if (!values.empty()) std::memcpy(t.bytes.data(), values.data(), t.bytes.size());
+  return t;
+}
+
+exporter::HostTensor f32_tensor(std::vector<int64_t> dims, const std::vector<float>& values) {
+  return exporter::HostTensor::from_f32(std::move(dims), values);
+}
+
 TensorView view_of(const exporter::HostTensor& t) {
   TensorView v;
   v.data = const_cast<uint8_t*>(t.bytes.data());

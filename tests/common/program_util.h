@@ -5,6 +5,7 @@
 //   LoadedProgram    aligned copy of the bytes + loader + Program
 //   MethodMemory     arenas, method allocator and scratch sized from MethodMeta
 //   run_method       set inputs, execute, copy outputs
+//   i32_tensor       HostTensors from values (and f32_tensor)
 #pragma once
 
 #include <cstdint>
@@ -145,6 +146,10 @@ class LoadedMethod {
   Error error_ = Error::Ok;
   ErrorContext ctx_;
 };
+
+// An i32 / f32 HostTensor of `dims` holding `values`.
+exporter::HostTensor i32_tensor(std::vector<int64_t> dims, const std::vector<int32_t>& values);
+exporter::HostTensor f32_tensor(std::vector<int64_t> dims, const std::vector<float>& values);
 
 // A view of a HostTensor (the data pointer is borrowed).
 TensorView view_of(const exporter::HostTensor& t);

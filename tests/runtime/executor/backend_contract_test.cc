@@ -19,7 +19,6 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
 #include <functional>
 #include <map>
 #include <memory>
@@ -36,26 +35,10 @@ namespace ember {
 namespace {
 
 using exporter::HostTensor;
+using testing::f32_tensor;
+using testing::i32_tensor;
 
 constexpr uint32_t kWhole = DelegateMeta::kWholeMethod;
-
-HostTensor i32(std::vector<int64_t> dims, const std::vector<int32_t>& values) {
-  HostTensor t;
-  t.dtype = ScalarType::I32;
-  t.dims = std::move(dims);
-  t.bytes.resize(values.size() * 4);
-  std::memcpy(t.bytes.data(), values.data(), t.bytes.size());
-  return t;
-}
-
-HostTensor f32(std::vector<int64_t> dims, const std::vector<float>& values) {
-  HostTensor t;
-  t.dtype = ScalarType::F32;
-  t.dims = std::move(dims);
-  t.bytes.resize(values.size() * 4);
-  std::memcpy(t.bytes.data(), values.data(), t.bytes.size());
-  return t;
-}
 
 std::string str(const char* s) { return s != nullptr ? s : "(null)"; }
 
@@ -78,7 +61,7 @@ LoadOptions Priority(const std::vector<const char*>& names, Fallback fallback = 
 
 // ---- The CNN example. --------------------------------------------------------------------------------
 
-HostTensor Image() { return f32({1, 3, 32, 32}, testing::pattern(3 * 32 * 32, 5)); }
+HostTensor Image() { return f32_tensor({1, 3, 32, 32}, testing::pattern(3 * 32 * 32, 5)); }
 
 std::vector<HostTensor> RunCnn(const std::vector<uint8_t>& file, const RuntimeContext& rt, const LoadOptions& o,
                                std::vector<std::string>* runs_on = nullptr) {
@@ -164,14 +147,14 @@ LoadOptions WithBlocks(LoadOptions o) {
 }
 
 std::vector<HostTensor> StepInputs(const Step& st, uint32_t seed) {
-  return {f32({st.T, kHq, kD}, testing::pattern(size_t(st.T * kHq * kD), seed)),
-          f32({st.T, kHkv, kD}, testing::pattern(size_t(st.T * kHkv * kD), seed + 1)),
-          f32({st.T, kHkv, kD}, testing::pattern(size_t(st.T * kHkv * kD), seed + 2)),
-          i32({st.T}, st.slots),
-          i32({st.S, kMaxBlocks}, st.tables),
-          i32({st.S}, st.lens),
-          i32({st.S + 1}, st.starts),
-          i32({st.S}, st.idx)};
+  return {f32_tensor({st.T, kHq, kD}, testing::pattern(size_t(st.T * kHq * kD), seed)),
+          f32_tensor({st.T, kHkv, kD}, testing::pattern(size_t(st.T * kHkv * kD), seed + 1)),
+          f32_tensor({st.T, kHkv, kD}, testing::pattern(size_t(st.T * kHkv * kD), seed + 2)),
+          i32_tensor({st.T}, st.slots),
+          i32_tensor({st.S, kMaxBlocks}, st.tables),
+          i32_tensor({st.S}, st.lens),
+          i32_tensor({st.S + 1}, st.starts),
+          i32_tensor({st.S}, st.idx)};
 }
 
 // The output of every step, in order.

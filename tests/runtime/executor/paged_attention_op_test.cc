@@ -20,26 +20,10 @@ namespace ember {
 namespace {
 
 using exporter::HostTensor;
+using testing::f32_tensor;
+using testing::i32_tensor;
 
 constexpr int64_t kHq = 4, kHkv = 2, kD = 8, kBlockSize = 4, kMaxBlocks = 4, kMaxT = 8, kMaxS = 2;
-
-HostTensor i32(std::vector<int64_t> dims, const std::vector<int32_t>& values) {
-  HostTensor t;
-  t.dtype = ScalarType::I32;
-  t.dims = std::move(dims);
-  t.bytes.resize(values.size() * 4);
-  std::memcpy(t.bytes.data(), values.data(), t.bytes.size());
-  return t;
-}
-
-HostTensor f32(std::vector<int64_t> dims, const std::vector<float>& values) {
-  HostTensor t;
-  t.dtype = ScalarType::F32;
-  t.dims = std::move(dims);
-  t.bytes.resize(values.size() * 4);
-  std::memcpy(t.bytes.data(), values.data(), t.bytes.size());
-  return t;
-}
 
 // exporter/importers/builder/examples.h: q, k, v, slot_mapping, block_tables, context_lens,
 // query_start, logits_indices -> logits_gather(reshape(paged_attention(...), [T, Hq * D])).
@@ -86,12 +70,12 @@ void check_cache(ScalarType cache_dtype) {
   std::vector<uint8_t> ref_k(state->nbytes, 0), ref_v(state->nbytes, 0);
   uint32_t seed = 1;
   for (const Step& st : steps()) {
-    const HostTensor q = f32({st.T, kHq, kD}, testing::pattern(size_t(st.T * kHq * kD), seed++));
-    const HostTensor k = f32({st.T, kHkv, kD}, testing::pattern(size_t(st.T * kHkv * kD), seed++));
-    const HostTensor v = f32({st.T, kHkv, kD}, testing::pattern(size_t(st.T * kHkv * kD), seed++));
+    const HostTensor q = f32_tensor({st.T, kHq, kD}, testing::pattern(size_t(st.T * kHq * kD), seed++));
+    const HostTensor k = f32_tensor({st.T, kHkv, kD}, testing::pattern(size_t(st.T * kHkv * kD), seed++));
+    const HostTensor v = f32_tensor({st.T, kHkv, kD}, testing::pattern(size_t(st.T * kHkv * kD), seed++));
     const std::vector<HostTensor> inputs = {
-        q, k, v, i32({st.T}, st.slots), i32({st.S, kMaxBlocks}, st.tables), i32({st.S}, st.lens),
-        i32({st.S + 1}, st.starts), i32({st.S}, st.idx)};
+        q, k, v, i32_tensor({st.T}, st.slots), i32_tensor({st.S, kMaxBlocks}, st.tables), i32_tensor({st.S}, st.lens),
+        i32_tensor({st.S + 1}, st.starts), i32_tensor({st.S}, st.idx)};
     const std::vector<HostTensor> got = testing::run_method(lm.method(), inputs);
     ASSERT_EQ(got.size(), 1u);
 
@@ -106,7 +90,7 @@ void check_cache(ScalarType cache_dtype) {
     for (int32_t row : st.idx) {
       gathered.insert(gathered.end(), expected.begin() + row * kHq * kD, expected.begin() + (row + 1) * kHq * kD);
     }
-    testing::ExpectAllClose(got[0], f32({st.S, kHq * kD}, gathered), {1e-5f, 1e-5f});
+    testing::ExpectAllClose(got[0], f32_tensor({st.S, kHq * kD}, gathered), {1e-5f, 1e-5f});
   }
   // The runtime's cache holds exactly what the reference wrote (bitwise: same encodings).
   EXPECT_EQ(std::memcmp(state->data, ref_k.data(), ref_k.size()), 0);
@@ -143,8 +127,9 @@ TEST(PagedAttentionOp, BadMetadataIsInvalidArgumentAndTheCacheIsUntouched) {
     const std::vector<uint8_t> before(state->data, state->data + state->nbytes);
     const std::vector<float> x(2 * kHq * kD, 1.0f), kv(2 * kHkv * kD, 1.0f);
     const std::vector<HostTensor> inputs = {
-        f32({2, kHq, kD}, x), f32({2, kHkv, kD}, kv), f32({2, kHkv, kD}, kv), i32({2}, c.slots),
-        i32({1, kMaxBlocks}, c.tables), i32({1}, c.lens), i32({2}, c.starts), i32({1}, c.idx)};
+        f32_tensor({2, kHq, kD}, x), f32_tensor({2, kHkv, kD}, kv), f32_tensor({2, kHkv, kD}, kv),
+        i32_tensor({2}, c.slots), i32_tensor({1, kMaxBlocks}, c.tables), i32_tensor({1}, c.lens),
+        i32_tensor({2}, c.starts), i32_tensor({1}, c.idx)};
     ErrorContext ctx;
     for (size_t i = 0; i < inputs.size(); ++i) {
       ASSERT_TRUE(lm.method().set_input_sizes(i, Span<const int64_t>(inputs[i].dims.data(), inputs[i].dims.size()), &ctx).is_ok())
