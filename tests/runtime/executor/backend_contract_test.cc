@@ -30,13 +30,18 @@
 #include "tests/common/program_util.h"
 #include "tests/common/pte_edit.h"
 #include "tests/common/test_util.h"
+#include "tests/runtime/executor/paged_attention_steps.h"
 
 namespace ember {
 namespace {
 
 using exporter::HostTensor;
 using testing::f32_tensor;
-using testing::i32_tensor;
+using testing::kBlockSize;
+using testing::kD;
+using testing::kHkv;
+using testing::kNumBlocks;
+using testing::run_attention_steps;
 
 constexpr uint32_t kWhole = DelegateMeta::kWholeMethod;
 
@@ -116,59 +121,11 @@ TEST(BackendContractTest, CnnOnSimIsBitwiseThePortableRun) {
 
 // ---- The paged-attention step: the KV cache as program state. ----------------------------------------
 
-constexpr int64_t kHq = 4, kHkv = 2, kD = 8, kBlockSize = 4, kMaxBlocks = 4, kNumBlocks = 6;
-
-struct Step {
-  int64_t T, S;
-  std::vector<int32_t> slots, tables, lens, starts, idx;
-};
-
-// Sequence 0 owns blocks {3, 1}, sequence 1 owns {0, 5}: a 5-token and a 3-token prefill, then a
-// chunk of 2 with a decode, then two decodes (one padding token): each step reads what the earlier
-// ones wrote into the cache.
-std::vector<Step> Steps() {
-  auto slot = [](int seq, int pos) {
-    const int blocks[2][2] = {{3, 1}, {0, 5}};
-    return blocks[seq][pos / kBlockSize] * int(kBlockSize) + pos % int(kBlockSize);
-  };
-  const std::vector<int32_t> tables = {3, 1, -1, -1, 0, 5, -1, -1};
-  return {
-      {8, 2, {slot(0, 0), slot(0, 1), slot(0, 2), slot(0, 3), slot(0, 4), slot(1, 0), slot(1, 1), slot(1, 2)},
-       tables, {5, 3}, {0, 5, 8}, {4, 7}},
-      {3, 2, {slot(0, 5), slot(0, 6), slot(1, 3)}, tables, {7, 4}, {0, 2, 3}, {1, 2}},
-      {3, 2, {slot(0, 7), slot(1, 4), -1}, tables, {8, 5}, {0, 1, 2}, {0, 1}},
-  };
-}
-
+// `o` with num_blocks = kNumBlocks: the KV cache the step script of paged_attention_steps.h needs.
 LoadOptions WithBlocks(LoadOptions o) {
   static const SymbolValue blocks[] = {{"num_blocks", kNumBlocks}};
   o.symbols = Span<const SymbolValue>(blocks, 1);
   return o;
-}
-
-std::vector<HostTensor> StepInputs(const Step& st, uint32_t seed) {
-  return {f32_tensor({st.T, kHq, kD}, testing::pattern(size_t(st.T * kHq * kD), seed)),
-          f32_tensor({st.T, kHkv, kD}, testing::pattern(size_t(st.T * kHkv * kD), seed + 1)),
-          f32_tensor({st.T, kHkv, kD}, testing::pattern(size_t(st.T * kHkv * kD), seed + 2)),
-          i32_tensor({st.T}, st.slots),
-          i32_tensor({st.S, kMaxBlocks}, st.tables),
-          i32_tensor({st.S}, st.lens),
-          i32_tensor({st.S + 1}, st.starts),
-          i32_tensor({st.S}, st.idx)};
-}
-
-// The output of every step, in order.
-std::vector<HostTensor> RunSteps(Method& method) {
-  std::vector<HostTensor> outputs;
-  uint32_t seed = 1;
-  for (const Step& st : Steps()) {
-    std::vector<HostTensor> out = testing::run_method(method, StepInputs(st, seed));
-    seed += 3;
-    EXPECT_EQ(out.size(), 1u);
-    if (out.size() != 1) return {};
-    outputs.push_back(std::move(out[0]));
-  }
-  return outputs;
 }
 
 void ExpectSimOwnsTheCache(const Program& program) {
@@ -200,7 +157,7 @@ TEST(BackendContractTest, PagedAttentionWithItsCacheOnSimIsBitwiseThePortableRun
   EXPECT_EQ(str(host_state->owner), "program");
   EXPECT_EQ(host_state->domain, MemoryDomain::Host);
   EXPECT_NE(host_state->data, nullptr);
-  const std::vector<HostTensor> expected = RunSteps(portable.method());
+  const std::vector<HostTensor> expected = run_attention_steps(portable.method());
   ASSERT_EQ(expected.size(), 3u);
   bool cache_written = false;
   for (uint64_t i = 0; i < host_state->nbytes; ++i) cache_written = cache_written || host_state->data[i] != 0;
@@ -226,7 +183,7 @@ TEST(BackendContractTest, PagedAttentionWithItsCacheOnSimIsBitwiseThePortableRun
 
   for (testing::LoadedMethod* lm : {&whole, &delegated}) {
     SCOPED_TRACE(lm == &whole ? "whole method on sim" : "GRAPH delegate on sim");
-    const std::vector<HostTensor> got = RunSteps(lm->method());
+    const std::vector<HostTensor> got = run_attention_steps(lm->method());
     ASSERT_EQ(got.size(), expected.size());
     for (size_t s = 0; s < got.size(); ++s) {
       SCOPED_TRACE("step " + std::to_string(s));
@@ -445,7 +402,7 @@ TEST(BackendContractTest, HostStateComesFromTheAppsAllocatorAndGoesBackAtUnload)
     EXPECT_EQ(allocator.owners, (std::vector<std::string>{"program", "program"}));
     for (uint32_t a : allocator.alignments) EXPECT_GE(a, 64u);
     // The state is used: a step runs with it.
-    EXPECT_EQ(RunSteps(lm.method()).size(), 3u);
+    EXPECT_EQ(run_attention_steps(lm.method()).size(), 3u);
   }
   EXPECT_TRUE(allocator.live.empty());
   EXPECT_EQ(allocator.freed_bytes, state_bytes);
@@ -471,7 +428,7 @@ TEST(BackendContractDeathTest, HostReadOfSimStateFaults) {
   auto rt = MakeRuntime(true);
   testing::LoadedMethod lm(testing::example("paged_attention_sim").program.bytes, rt->context, WithBlocks({}), "step");
   ASSERT_TRUE(lm.ok()) << lm.ctx().message;
-  ASSERT_EQ(RunSteps(lm.method()).size(), 3u);  // the backend opened and closed its memory
+  ASSERT_EQ(run_attention_steps(lm.method()).size(), 3u);  // the backend opened and closed its memory
   const Program::State* state = lm.program().find_state("kv.0.k");
   ASSERT_NE(state, nullptr);
   EXPECT_EQ(lm.program().state_data("kv.0.k"), nullptr);
@@ -550,16 +507,11 @@ TEST(BackendContractTest, OneStateClaimedBySimAndByHostCodeFailsTheLoadNamingBot
     testing::LoadedMethod portable(testing::example("paged_attention").program.bytes, plain->context, WithBlocks({}),
                                    "step");
     ASSERT_TRUE(portable.ok()) << portable.ctx().message;
-    const std::vector<HostTensor> expected = RunSteps(portable.method());
+    const std::vector<HostTensor> expected = run_attention_steps(portable.method());
     ASSERT_EQ(expected.size(), 3u);
-    uint32_t seed = 1;
-    size_t s = 0;
-    for (const Step& st : Steps()) {
-      const std::vector<HostTensor> got = testing::run_method(s == 0 ? *a : *b, StepInputs(st, seed));
-      seed += 3;
-      ASSERT_EQ(got.size(), 1u);
-      testing::ExpectBitwiseEqual(got[0], expected[s++]);
-    }
+    const std::vector<HostTensor> got = run_attention_steps([&](size_t s) -> Method& { return s == 0 ? *a : *b; });
+    ASSERT_EQ(got.size(), expected.size());
+    for (size_t s = 0; s < got.size(); ++s) testing::ExpectBitwiseEqual(got[s], expected[s]);
   }
   // And without sim anywhere, everything is host code: it loads, the state is host memory.
   auto plain = MakeRuntime(false);
@@ -587,7 +539,7 @@ TEST(BackendContractTest, ADelegateWithoutABackendClaimsNoState) {
   testing::MethodMemory step_memory(lp.program().method_meta("step").value());
   Result<Method> step = lp.program().load_method("step", step_memory.plan(), &ctx);
   ASSERT_TRUE(step.is_ok()) << ctx.message;
-  EXPECT_EQ(RunSteps(*step).size(), 3u);
+  EXPECT_EQ(run_attention_steps(*step).size(), 3u);
 }
 
 // ---- Hostile payloads. -------------------------------------------------------------------------------------------
