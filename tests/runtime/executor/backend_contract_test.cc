@@ -18,9 +18,7 @@
 #include <csignal>
 #include <cstdint>
 #include <cstdio>
-#include <cstdlib>
 #include <functional>
-#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -29,6 +27,7 @@
 #include "runtime/core/device_allocator.h"
 #include "tests/common/program_util.h"
 #include "tests/common/pte_edit.h"
+#include "tests/common/state_allocator.h"
 #include "tests/common/test_util.h"
 #include "tests/runtime/executor/paged_attention_steps.h"
 
@@ -42,6 +41,7 @@ using testing::kD;
 using testing::kHkv;
 using testing::kNumBlocks;
 using testing::run_attention_steps;
+using testing::StateAllocator;
 
 constexpr uint32_t kWhole = DelegateMeta::kWholeMethod;
 
@@ -339,48 +339,6 @@ TEST(BackendContractTest, DelegatesAreRetargetedAtLoad) {
 }
 
 // ---- Host state from the app's allocator. ---------------------------------------------------------------
-
-// Serves host memory for program state only, and remembers every request.
-class StateAllocator final : public DeviceAllocator {
- public:
-  bool serves(const AllocationRequest& r) const override {
-    asked.push_back(r.name);
-    return r.domain == MemoryDomain::Host && r.purpose == AllocationRequest::Purpose::State;
-  }
-  void* allocate(const AllocationRequest& r) override {
-    void* p = std::aligned_alloc(r.alignment, (r.bytes + r.alignment - 1) / r.alignment * r.alignment);
-    if (p != nullptr) {
-      live[p] = r.bytes;
-      allocated[r.name] += r.bytes;
-      owners.push_back(r.owner);
-      alignments.push_back(r.alignment);
-    }
-    return p;
-  }
-  void deallocate(const AllocationRequest& r, void* p) noexcept override {
-    auto it = live.find(p);
-    if (it == live.end() || it->second != r.bytes) {
-      ++bad_frees;
-    } else {
-      live.erase(it);
-      freed_bytes += r.bytes;
-    }
-    std::free(p);
-  }
-  uint64_t allocated_bytes() const {
-    uint64_t n = 0;
-    for (const auto& [name, bytes] : allocated) n += bytes;
-    return n;
-  }
-
-  mutable std::vector<std::string> asked;
-  std::map<void*, uint64_t> live;
-  std::map<std::string, uint64_t> allocated;
-  std::vector<std::string> owners;
-  std::vector<uint32_t> alignments;
-  uint64_t freed_bytes = 0;
-  int bad_frees = 0;
-};
 
 TEST(BackendContractTest, HostStateComesFromTheAppsAllocatorAndGoesBackAtUnload) {
   StateAllocator allocator;

@@ -16,7 +16,6 @@
 
 #include <csignal>
 #include <cstdio>
-#include <cstdlib>
 #include <cstring>
 #include <map>
 #include <memory>
@@ -29,9 +28,12 @@
 #include "runtime/llm/engine.h"
 #include "tests/common/program_util.h"
 #include "tests/common/pte_edit.h"
+#include "tests/common/state_allocator.h"
 
 namespace ember {
 namespace {
+
+using testing::StateAllocator;
 
 constexpr uint32_t kWhole = DelegateMeta::kWholeMethod;
 constexpr int32_t kBlocks = 16;    // 64 tokens of KV: the three prompts cannot all keep theirs
@@ -346,39 +348,6 @@ TEST(SimBackendLlmTest, TheSimExportWithoutSimFallsBackOrFails) {
   }
 }
 
-// Serves host memory for program state only, and remembers every allocation.
-class StateAllocator final : public DeviceAllocator {
- public:
-  bool serves(const AllocationRequest& r) const override {
-    return r.domain == MemoryDomain::Host && r.purpose == AllocationRequest::Purpose::State;
-  }
-  void* allocate(const AllocationRequest& r) override {
-    void* p = std::aligned_alloc(r.alignment, (r.bytes + r.alignment - 1) / r.alignment * r.alignment);
-    if (p != nullptr) {
-      live[p] = r.bytes;
-      allocated_bytes += r.bytes;
-      names.push_back(r.name);
-      owner_ok = owner_ok && std::string(r.owner) == "program";
-    }
-    return p;
-  }
-  void deallocate(const AllocationRequest& r, void* p) noexcept override {
-    auto it = live.find(p);
-    if (it == live.end() || it->second != r.bytes) {
-      ++bad_frees;
-    } else {
-      freed_bytes += it->second;
-      live.erase(it);
-    }
-    std::free(p);
-  }
-  std::map<void*, uint64_t> live;
-  std::vector<std::string> names;
-  uint64_t allocated_bytes = 0, freed_bytes = 0;
-  int bad_frees = 0;
-  bool owner_ok = true;
-};
-
 TEST(SimBackendLlmTest, TheKvCacheComesFromTheAppsAllocatorOnlyWhenItIsHostMemory) {
   for (const char* name : {"qwen2_f32", "qwen3_bf16"}) {
     SCOPED_TRACE(name);
@@ -399,9 +368,9 @@ TEST(SimBackendLlmTest, TheKvCacheComesFromTheAppsAllocatorOnlyWhenItIsHostMemor
         names.push_back(p.state(s).name);
         EXPECT_EQ(allocator.live.count(p.state(s).data), 1u) << p.state(s).name << " is not from the app's allocator";
       }
-      EXPECT_EQ(allocator.allocated_bytes, state_bytes);
+      EXPECT_EQ(allocator.allocated_bytes(), state_bytes);
       EXPECT_EQ(allocator.names, names);
-      EXPECT_TRUE(allocator.owner_ok);
+      for (const std::string& owner : allocator.owners) EXPECT_EQ(owner, "program");
       EXPECT_EQ(Generate(lm->method(), e.vocab, 3).ids.size(), 3u);  // the cache in use
       EXPECT_EQ(allocator.freed_bytes, 0u);
     }
@@ -418,7 +387,7 @@ TEST(SimBackendLlmTest, TheKvCacheComesFromTheAppsAllocatorOnlyWhenItIsHostMemor
       ExpectSimOwnsEveryKvState(lm->program(), e.layers);
       EXPECT_EQ(Generate(lm->method(), e.vocab, 3).ids.size(), 3u);
     }
-    EXPECT_EQ(unused.allocated_bytes, 0u);
+    EXPECT_EQ(unused.allocated_bytes(), 0u);
   }
 }
 
