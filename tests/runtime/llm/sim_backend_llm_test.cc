@@ -29,10 +29,12 @@
 #include "tests/common/program_util.h"
 #include "tests/common/pte_edit.h"
 #include "tests/common/state_allocator.h"
+#include "tests/runtime/llm/engine_test_util.h"
 
 namespace ember {
 namespace {
 
+using testing::Generation;
 using testing::StateAllocator;
 
 constexpr uint32_t kWhole = DelegateMeta::kWholeMethod;
@@ -107,59 +109,19 @@ std::vector<std::vector<int32_t>> Prompts(int32_t vocab) {
   return prompts;
 }
 
-struct Generation {
-  std::vector<std::vector<int32_t>> ids;                // per request
-  std::vector<std::vector<float>> logprobs;             // per request, per token
-  std::vector<std::vector<std::vector<float>>> logits;  // per request, per token: [vocab]
-  int32_t preemptions = 0;
-  int32_t steps = 0;
-};
-
+// Prompts(vocab), greedy, max_new tokens each (EOS ignored), on a pool of kBlocks: the step has logits.
 Generation Generate(Method& method, int32_t vocab, int32_t max_new = 10) {
-  Generation g;
   llm::SchedulerLimits limits;
   limits.max_seqs = 4;
   limits.max_tokens = static_cast<int32_t>(kMaxTokens);
   limits.block_size = 4;
   limits.max_context = 64;
   limits.max_requests = 3;
-  std::vector<uint8_t> memory(llm::Engine::memory_bytes(limits, kBlocks));
-  llm::Engine engine;
-  ErrorContext ctx;
-  const Status init = engine.init(method, limits, kBlocks, vocab, Span<const int32_t>(),
-                                  Span<uint8_t>(memory.data(), memory.size()), &ctx);
-  EXPECT_TRUE(init.is_ok()) << ctx.message;
-  if (!init.is_ok()) return g;
-  EXPECT_TRUE(engine.has_logits());
-  std::vector<int32_t> seqs;
   llm::GenerationConfig config;
   config.max_new_tokens = max_new;
   config.ignore_eos = true;
-  for (const std::vector<int32_t>& prompt : Prompts(vocab)) {
-    Result<int32_t> seq = engine.add(Span<const int32_t>(prompt.data(), prompt.size()), config, &ctx);
-    EXPECT_TRUE(seq.is_ok()) << ctx.message;
-    if (!seq.is_ok()) return g;
-    seqs.push_back(seq.value());
-  }
-  g.ids.resize(seqs.size());
-  g.logprobs.resize(seqs.size());
-  g.logits.resize(seqs.size());
-  while (engine.has_work()) {
-    Result<Span<const llm::TokenEvent>> events = engine.step(&ctx);
-    EXPECT_TRUE(events.is_ok()) << ctx.message;
-    if (!events.is_ok()) break;
-    ++g.steps;
-    for (const llm::TokenEvent& e : events.value()) {
-      for (size_t r = 0; r < seqs.size(); ++r) {
-        if (seqs[r] != e.seq) continue;
-        g.ids[r].push_back(e.token);
-        g.logprobs[r].push_back(e.logprob);
-        const Span<const float> l = engine.logits(e.seq);
-        g.logits[r].emplace_back(l.begin(), l.end());
-      }
-    }
-  }
-  g.preemptions = engine.scheduler().preemptions();
+  Generation g = testing::generate(method, limits, kBlocks, vocab, Prompts(vocab), config);
+  EXPECT_TRUE(g.has_logits);
   return g;
 }
 
