@@ -285,4 +285,38 @@ void ExpectBitwiseEqual(const exporter::HostTensor& a, const exporter::HostTenso
   }
 }
 
+void ExpectPlannedMemoryIsTaken(LoadedMethod& lm, const char* backend, size_t backend_delegates) {
+  ASSERT_TRUE(lm.ok()) << lm.ctx().message;
+  const MethodMeta meta = lm.method().meta();
+  std::vector<uint32_t> indices = {DelegateMeta::kWholeMethod};
+  for (uint32_t d = 0; d < meta.delegate_count(); ++d) indices.push_back(d);
+  MemoryRequirements total;
+  size_t on_backend = 0;
+  for (uint32_t i : indices) {
+    SCOPED_TRACE(i == DelegateMeta::kWholeMethod ? std::string("whole method") : "delegate " + std::to_string(i));
+    ErrorContext ctx;
+    Result<DelegateMeta> planned = meta.delegate(i, &ctx);
+    ASSERT_TRUE(planned.is_ok()) << ctx.message;
+    const MemoryRequirements taken = lm.method().delegate_memory(i);
+    EXPECT_EQ(planned->memory.host_bytes, taken.host_bytes);
+    EXPECT_EQ(planned->memory.pinned_bytes, taken.pinned_bytes);
+    EXPECT_EQ(planned->memory.device_bytes, taken.device_bytes);
+    EXPECT_TRUE(planned->memory == taken);
+    total += taken;
+    if (planned->runs_on != nullptr && std::string(planned->runs_on) == backend) {
+      ++on_backend;
+      EXPECT_GT(taken.host_bytes, 0u);
+      if (std::string(backend) == "sim") {
+        EXPECT_GT(taken.device_bytes, 0u);
+      }
+    } else {
+      EXPECT_TRUE(taken == MemoryRequirements()) << planned->runs_on;  // the portable kernels take none
+    }
+  }
+  EXPECT_EQ(on_backend, backend_delegates);
+  Result<MemoryRequirements> summed = meta.backend_memory();
+  ASSERT_TRUE(summed.is_ok());
+  EXPECT_TRUE(summed.value() == total);
+}
+
 }  // namespace ember::testing

@@ -171,4 +171,10 @@ void ExpectAllClose(const exporter::HostTensor& actual, const exporter::HostTens
 // Bitwise equality of dtype, dims and bytes.
 void ExpectBitwiseEqual(const exporter::HostTensor& a, const exporter::HostTensor& b);
 
+// MethodMeta::delegate(i).memory (planned, before init) equals Method::delegate_memory(i) (what init
+// took) for the whole method and every delegate; `backend_delegates` of them run on `backend` and take
+// host memory (and device memory, for "sim"), the others (the portable kernels) none; and
+// MethodMeta::backend_memory() is their sum.
+void ExpectPlannedMemoryIsTaken(LoadedMethod& lm, const char* backend, size_t backend_delegates);
+
 }  // namespace ember::testing

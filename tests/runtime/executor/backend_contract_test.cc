@@ -194,73 +194,39 @@ TEST(BackendContractTest, PagedAttentionWithItsCacheOnSimIsBitwiseThePortableRun
 
 // ---- Reported bytes = allocated bytes. ----------------------------------------------------------------
 
-void ExpectReportedIsAllocated(testing::LoadedMethod& lm, const char* backend, size_t backend_delegates) {
-  ASSERT_TRUE(lm.ok()) << lm.ctx().message;
-  const MethodMeta meta = lm.method().meta();
-  std::vector<uint32_t> indices = {kWhole};
-  for (uint32_t d = 0; d < meta.delegate_count(); ++d) indices.push_back(d);
-  MemoryRequirements total;
-  size_t on_backend = 0;
-  for (uint32_t i : indices) {
-    SCOPED_TRACE(i == kWhole ? std::string("whole method") : "delegate " + std::to_string(i));
-    ErrorContext ctx;
-    Result<DelegateMeta> planned = meta.delegate(i, &ctx);
-    ASSERT_TRUE(planned.is_ok()) << ctx.message;
-    const MemoryRequirements taken = lm.method().delegate_memory(i);
-    EXPECT_EQ(planned->memory.host_bytes, taken.host_bytes);
-    EXPECT_EQ(planned->memory.pinned_bytes, taken.pinned_bytes);
-    EXPECT_EQ(planned->memory.device_bytes, taken.device_bytes);
-    EXPECT_TRUE(planned->memory == taken);
-    total += taken;
-    if (str(planned->runs_on) == backend) {
-      ++on_backend;
-      EXPECT_GT(taken.host_bytes, 0u);
-      if (std::string(backend) == "sim") {
-        EXPECT_GT(taken.device_bytes, 0u);
-      }
-    } else {
-      EXPECT_TRUE(taken == MemoryRequirements()) << planned->runs_on;  // the portable kernels take none
-    }
-  }
-  EXPECT_EQ(on_backend, backend_delegates);
-  Result<MemoryRequirements> summed = meta.backend_memory();
-  ASSERT_TRUE(summed.is_ok());
-  EXPECT_TRUE(summed.value() == total);
-}
-
 TEST(BackendContractTest, PlannedMemoryIsWhatInitTook) {
   auto rt = MakeRuntime(true);
   {
     SCOPED_TRACE("cnn, whole on sim");
     testing::LoadedMethod lm(testing::example("cnn").program.bytes, rt->context, Priority({"sim"}));
-    ExpectReportedIsAllocated(lm, "sim", 1);
+    testing::ExpectPlannedMemoryIsTaken(lm, "sim", 1);
   }
   {
     SCOPED_TRACE("cnn_sim, three delegates");
     testing::LoadedMethod lm(testing::example("cnn_sim").program.bytes, rt->context);
-    ExpectReportedIsAllocated(lm, "sim", 3);
+    testing::ExpectPlannedMemoryIsTaken(lm, "sim", 3);
   }
   {
     SCOPED_TRACE("cnn_null, null delegates");
     testing::LoadedMethod lm(testing::example("cnn_null").program.bytes, rt->context);
-    ExpectReportedIsAllocated(lm, "null", testing::example("cnn_null").partition.delegates.size());
+    testing::ExpectPlannedMemoryIsTaken(lm, "null", testing::example("cnn_null").partition.delegates.size());
   }
   {
     SCOPED_TRACE("cnn, portable");
     testing::LoadedMethod lm(testing::example("cnn").program.bytes, rt->context);
-    ExpectReportedIsAllocated(lm, "sim", 0);
+    testing::ExpectPlannedMemoryIsTaken(lm, "sim", 0);
   }
   {
     SCOPED_TRACE("paged attention, whole on sim");
     testing::LoadedMethod lm(testing::example("paged_attention").program.bytes, rt->context,
                              WithBlocks(Priority({"sim"})), "step");
-    ExpectReportedIsAllocated(lm, "sim", 1);
+    testing::ExpectPlannedMemoryIsTaken(lm, "sim", 1);
   }
   {
     SCOPED_TRACE("paged attention, sim delegate");
     testing::LoadedMethod lm(testing::example("paged_attention_sim").program.bytes, rt->context, WithBlocks({}),
                              "step");
-    ExpectReportedIsAllocated(lm, "sim", 1);
+    testing::ExpectPlannedMemoryIsTaken(lm, "sim", 1);
   }
 }
 

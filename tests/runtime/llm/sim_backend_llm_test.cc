@@ -164,33 +164,6 @@ void ExpectSimOwnsEveryKvState(const Program& program, int64_t layers) {
   EXPECT_EQ(k->data, nullptr);
 }
 
-// MethodMeta::delegate(i).memory (planned) == Method::delegate_memory(i) (taken), for the whole
-// body and every delegate; the sim ones take device memory.
-void ExpectPlannedIsTaken(testing::LoadedMethod& lm) {
-  const MethodMeta meta = lm.method().meta();
-  std::vector<uint32_t> indices = {kWhole};
-  for (uint32_t d = 0; d < meta.delegate_count(); ++d) indices.push_back(d);
-  int on_sim = 0;
-  for (uint32_t i : indices) {
-    SCOPED_TRACE(i == kWhole ? std::string("whole method") : "delegate " + std::to_string(i));
-    ErrorContext ctx;
-    Result<DelegateMeta> planned = meta.delegate(i, &ctx);
-    ASSERT_TRUE(planned.is_ok()) << ctx.message;
-    const MemoryRequirements taken = lm.method().delegate_memory(i);
-    EXPECT_TRUE(planned->memory == taken) << "planned host " << planned->memory.host_bytes << " device "
-                                          << planned->memory.device_bytes << ", taken host " << taken.host_bytes
-                                          << " device " << taken.device_bytes;
-    if (str(planned->runs_on) == "sim") {
-      ++on_sim;
-      EXPECT_GT(taken.device_bytes, 0u);
-      EXPECT_GT(taken.host_bytes, 0u);
-    } else {
-      EXPECT_TRUE(taken == MemoryRequirements());
-    }
-  }
-  EXPECT_EQ(on_sim, 1);
-}
-
 TEST(SimBackendLlmTest, StepsOnSimGiveThePortableTokensAndBitwiseLogits) {
   // sim gets the pool (BackendExecuteContext::pool): the kernels' results do not depend on it.
   auto plain = MakeRuntime(false), with_sim = MakeRuntime(true, 2);
@@ -220,7 +193,7 @@ TEST(SimBackendLlmTest, StepsOnSimGiveThePortableTokensAndBitwiseLogits) {
       EXPECT_EQ(body.instruction_count, meta.instruction_count());
       EXPECT_NE(str(body.reason).find("first listed backend that runs all"), std::string::npos) << body.reason;
     }
-    ExpectPlannedIsTaken(*whole);
+    testing::ExpectPlannedMemoryIsTaken(*whole, "sim", 1);
     {
       SCOPED_TRACE("whole method on sim");
       ExpectSameGeneration(Generate(whole->method(), e.vocab), expected, e.vocab);
@@ -250,7 +223,7 @@ TEST(SimBackendLlmTest, StepsOnSimGiveThePortableTokensAndBitwiseLogits) {
       EXPECT_EQ(str(d.reason), "exported for it");
       EXPECT_EQ(str(meta.delegate(kWhole)->runs_on), "portable");
     }
-    ExpectPlannedIsTaken(*delegated);
+    testing::ExpectPlannedMemoryIsTaken(*delegated, "sim", 1);
     {
       SCOPED_TRACE("GRAPH delegate on sim");
       ExpectSameGeneration(Generate(delegated->method(), e.vocab), expected, e.vocab);
