@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <csignal>
+#include <cstdio>
 #include <cstring>
 #include <map>
 #include <mutex>
@@ -317,6 +319,19 @@ void ExpectPlannedMemoryIsTaken(LoadedMethod& lm, const char* backend, size_t ba
   Result<MemoryRequirements> summed = meta.backend_memory();
   ASSERT_TRUE(summed.is_ok());
   EXPECT_TRUE(summed.value() == total);
+}
+
+void ExpectHostReadOfSimStateFaults(const Program& program, const char* name) {
+  const Program::State* state = program.find_state(name);
+  ASSERT_NE(state, nullptr);
+  EXPECT_EQ(program.state_data(name), nullptr);
+  const volatile uint8_t* device = static_cast<const volatile uint8_t*>(backends::sim::device_address(state->buffer));
+  ASSERT_NE(device, nullptr);
+#if defined(__SANITIZE_ADDRESS__)
+  EXPECT_DEATH({ std::printf("%d\n", int(device[0])); }, "SEGV");
+#else
+  EXPECT_EXIT({ std::printf("%d\n", int(device[0])); }, ::testing::KilledBySignal(SIGSEGV), "");
+#endif
 }
 
 }  // namespace ember::testing

@@ -177,4 +177,8 @@ void ExpectBitwiseEqual(const exporter::HostTensor& a, const exporter::HostTenso
 // MethodMeta::backend_memory() is their sum.
 void ExpectPlannedMemoryIsTaken(LoadedMethod& lm, const char* backend, size_t backend_delegates);
 
+// The state `name` is the sim backend's device memory: no host data, and a host read of its device
+// address faults (SIGSEGV). A death test: the caller sets death_test_style "threadsafe".
+void ExpectHostReadOfSimStateFaults(const Program& program, const char* name);
+
 }  // namespace ember::testing
