@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <csignal>
+#include <cstdio>
 #include <cstring>
 #include <map>
 #include <mutex>
@@ -198,6 +200,19 @@ LoadedMethod::LoadedMethod(const std::vector<uint8_t>& file, const RuntimeContex
   method_.emplace(std::move(m).value());
 }
 
+exporter::HostTensor i32_tensor(std::vector<int64_t> dims, const std::vector<int32_t>& values) {
+  exporter::HostTensor t;
+  t.dtype = ScalarType::I32;
+  t.dims = std::move(dims);
+  t.bytes.resize(values.size() * sizeof(int32_t));
+  if (!values.empty()) std::memcpy(t.bytes.data(), values.data(), t.bytes.size());
+  return t;
+}
+
+exporter::HostTensor f32_tensor(std::vector<int64_t> dims, const std::vector<float>& values) {
+  return exporter::HostTensor::from_f32(std::move(dims), values);
+}
+
 TensorView view_of(const exporter::HostTensor& t) {
   TensorView v;
   v.data = const_cast<uint8_t*>(t.bytes.data());
@@ -270,6 +285,53 @@ void ExpectBitwiseEqual(const exporter::HostTensor& a, const exporter::HostTenso
       return;
     }
   }
+}
+
+void ExpectPlannedMemoryIsTaken(LoadedMethod& lm, const char* backend, size_t backend_delegates) {
+  ASSERT_TRUE(lm.ok()) << lm.ctx().message;
+  const MethodMeta meta = lm.method().meta();
+  std::vector<uint32_t> indices = {DelegateMeta::kWholeMethod};
+  for (uint32_t d = 0; d < meta.delegate_count(); ++d) indices.push_back(d);
+  MemoryRequirements total;
+  size_t on_backend = 0;
+  for (uint32_t i : indices) {
+    SCOPED_TRACE(i == DelegateMeta::kWholeMethod ? std::string("whole method") : "delegate " + std::to_string(i));
+    ErrorContext ctx;
+    Result<DelegateMeta> planned = meta.delegate(i, &ctx);
+    ASSERT_TRUE(planned.is_ok()) << ctx.message;
+    const MemoryRequirements taken = lm.method().delegate_memory(i);
+    EXPECT_EQ(planned->memory.host_bytes, taken.host_bytes);
+    EXPECT_EQ(planned->memory.pinned_bytes, taken.pinned_bytes);
+    EXPECT_EQ(planned->memory.device_bytes, taken.device_bytes);
+    EXPECT_TRUE(planned->memory == taken);
+    total += taken;
+    if (planned->runs_on != nullptr && std::string(planned->runs_on) == backend) {
+      ++on_backend;
+      EXPECT_GT(taken.host_bytes, 0u);
+      if (std::string(backend) == "sim") {
+        EXPECT_GT(taken.device_bytes, 0u);
+      }
+    } else {
+      EXPECT_TRUE(taken == MemoryRequirements()) << planned->runs_on;  // the portable kernels take none
+    }
+  }
+  EXPECT_EQ(on_backend, backend_delegates);
+  Result<MemoryRequirements> summed = meta.backend_memory();
+  ASSERT_TRUE(summed.is_ok());
+  EXPECT_TRUE(summed.value() == total);
+}
+
+void ExpectHostReadOfSimStateFaults(const Program& program, const char* name) {
+  const Program::State* state = program.find_state(name);
+  ASSERT_NE(state, nullptr);
+  EXPECT_EQ(program.state_data(name), nullptr);
+  const volatile uint8_t* device = static_cast<const volatile uint8_t*>(backends::sim::device_address(state->buffer));
+  ASSERT_NE(device, nullptr);
+#if defined(__SANITIZE_ADDRESS__)
+  EXPECT_DEATH({ std::printf("%d\n", int(device[0])); }, "SEGV");
+#else
+  EXPECT_EXIT({ std::printf("%d\n", int(device[0])); }, ::testing::KilledBySignal(SIGSEGV), "");
+#endif
 }
 
 }  // namespace ember::testing

@@ -5,6 +5,7 @@
 //   LoadedProgram    aligned copy of the bytes + loader + Program
 //   MethodMemory     arenas, method allocator and scratch sized from MethodMeta
 //   run_method       set inputs, execute, copy outputs
+//   i32_tensor       HostTensors from values (and f32_tensor)
 #pragma once
 
 #include <cstdint>
@@ -146,6 +147,10 @@ class LoadedMethod {
   ErrorContext ctx_;
 };
 
+// An i32 / f32 HostTensor of `dims` holding `values`.
+exporter::HostTensor i32_tensor(std::vector<int64_t> dims, const std::vector<int32_t>& values);
+exporter::HostTensor f32_tensor(std::vector<int64_t> dims, const std::vector<float>& values);
+
 // A view of a HostTensor (the data pointer is borrowed).
 TensorView view_of(const exporter::HostTensor& t);
 // Copies a runtime output.
@@ -165,5 +170,15 @@ struct Tolerance {
 void ExpectAllClose(const exporter::HostTensor& actual, const exporter::HostTensor& expected, Tolerance tol = {});
 // Bitwise equality of dtype, dims and bytes.
 void ExpectBitwiseEqual(const exporter::HostTensor& a, const exporter::HostTensor& b);
+
+// MethodMeta::delegate(i).memory (planned, before init) equals Method::delegate_memory(i) (what init
+// took) for the whole method and every delegate; `backend_delegates` of them run on `backend` and take
+// host memory (and device memory, for "sim"), the others (the portable kernels) none; and
+// MethodMeta::backend_memory() is their sum.
+void ExpectPlannedMemoryIsTaken(LoadedMethod& lm, const char* backend, size_t backend_delegates);
+
+// The state `name` is the sim backend's device memory: no host data, and a host read of its device
+// address faults (SIGSEGV). A death test: the caller sets death_test_style "threadsafe".
+void ExpectHostReadOfSimStateFaults(const Program& program, const char* name);
 
 }  // namespace ember::testing

@@ -15,13 +15,8 @@
 //    InvalidProgram naming the state.
 #include <gtest/gtest.h>
 
-#include <csignal>
 #include <cstdint>
-#include <cstdio>
-#include <cstdlib>
-#include <cstring>
 #include <functional>
-#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -30,32 +25,23 @@
 #include "runtime/core/device_allocator.h"
 #include "tests/common/program_util.h"
 #include "tests/common/pte_edit.h"
+#include "tests/common/state_allocator.h"
 #include "tests/common/test_util.h"
+#include "tests/runtime/executor/paged_attention_steps.h"
 
 namespace ember {
 namespace {
 
 using exporter::HostTensor;
+using testing::f32_tensor;
+using testing::kBlockSize;
+using testing::kD;
+using testing::kHkv;
+using testing::kNumBlocks;
+using testing::run_attention_steps;
+using testing::StateAllocator;
 
 constexpr uint32_t kWhole = DelegateMeta::kWholeMethod;
-
-HostTensor i32(std::vector<int64_t> dims, const std::vector<int32_t>& values) {
-  HostTensor t;
-  t.dtype = ScalarType::I32;
-  t.dims = std::move(dims);
-  t.bytes.resize(values.size() * 4);
-  std::memcpy(t.bytes.data(), values.data(), t.bytes.size());
-  return t;
-}
-
-HostTensor f32(std::vector<int64_t> dims, const std::vector<float>& values) {
-  HostTensor t;
-  t.dtype = ScalarType::F32;
-  t.dims = std::move(dims);
-  t.bytes.resize(values.size() * 4);
-  std::memcpy(t.bytes.data(), values.data(), t.bytes.size());
-  return t;
-}
 
 std::string str(const char* s) { return s != nullptr ? s : "(null)"; }
 
@@ -78,7 +64,7 @@ LoadOptions Priority(const std::vector<const char*>& names, Fallback fallback = 
 
 // ---- The CNN example. --------------------------------------------------------------------------------
 
-HostTensor Image() { return f32({1, 3, 32, 32}, testing::pattern(3 * 32 * 32, 5)); }
+HostTensor Image() { return f32_tensor({1, 3, 32, 32}, testing::pattern(3 * 32 * 32, 5)); }
 
 std::vector<HostTensor> RunCnn(const std::vector<uint8_t>& file, const RuntimeContext& rt, const LoadOptions& o,
                                std::vector<std::string>* runs_on = nullptr) {
@@ -133,59 +119,11 @@ TEST(BackendContractTest, CnnOnSimIsBitwiseThePortableRun) {
 
 // ---- The paged-attention step: the KV cache as program state. ----------------------------------------
 
-constexpr int64_t kHq = 4, kHkv = 2, kD = 8, kBlockSize = 4, kMaxBlocks = 4, kNumBlocks = 6;
-
-struct Step {
-  int64_t T, S;
-  std::vector<int32_t> slots, tables, lens, starts, idx;
-};
-
-// Sequence 0 owns blocks {3, 1}, sequence 1 owns {0, 5}: a 5-token and a 3-token prefill, then a
-// chunk of 2 with a decode, then two decodes (one padding token): each step reads what the earlier
-// ones wrote into the cache.
-std::vector<Step> Steps() {
-  auto slot = [](int seq, int pos) {
-    const int blocks[2][2] = {{3, 1}, {0, 5}};
-    return blocks[seq][pos / kBlockSize] * int(kBlockSize) + pos % int(kBlockSize);
-  };
-  const std::vector<int32_t> tables = {3, 1, -1, -1, 0, 5, -1, -1};
-  return {
-      {8, 2, {slot(0, 0), slot(0, 1), slot(0, 2), slot(0, 3), slot(0, 4), slot(1, 0), slot(1, 1), slot(1, 2)},
-       tables, {5, 3}, {0, 5, 8}, {4, 7}},
-      {3, 2, {slot(0, 5), slot(0, 6), slot(1, 3)}, tables, {7, 4}, {0, 2, 3}, {1, 2}},
-      {3, 2, {slot(0, 7), slot(1, 4), -1}, tables, {8, 5}, {0, 1, 2}, {0, 1}},
-  };
-}
-
+// `o` with num_blocks = kNumBlocks: the KV cache the step script of paged_attention_steps.h needs.
 LoadOptions WithBlocks(LoadOptions o) {
   static const SymbolValue blocks[] = {{"num_blocks", kNumBlocks}};
   o.symbols = Span<const SymbolValue>(blocks, 1);
   return o;
-}
-
-std::vector<HostTensor> StepInputs(const Step& st, uint32_t seed) {
-  return {f32({st.T, kHq, kD}, testing::pattern(size_t(st.T * kHq * kD), seed)),
-          f32({st.T, kHkv, kD}, testing::pattern(size_t(st.T * kHkv * kD), seed + 1)),
-          f32({st.T, kHkv, kD}, testing::pattern(size_t(st.T * kHkv * kD), seed + 2)),
-          i32({st.T}, st.slots),
-          i32({st.S, kMaxBlocks}, st.tables),
-          i32({st.S}, st.lens),
-          i32({st.S + 1}, st.starts),
-          i32({st.S}, st.idx)};
-}
-
-// The output of every step, in order.
-std::vector<HostTensor> RunSteps(Method& method) {
-  std::vector<HostTensor> outputs;
-  uint32_t seed = 1;
-  for (const Step& st : Steps()) {
-    std::vector<HostTensor> out = testing::run_method(method, StepInputs(st, seed));
-    seed += 3;
-    EXPECT_EQ(out.size(), 1u);
-    if (out.size() != 1) return {};
-    outputs.push_back(std::move(out[0]));
-  }
-  return outputs;
 }
 
 void ExpectSimOwnsTheCache(const Program& program) {
@@ -217,7 +155,7 @@ TEST(BackendContractTest, PagedAttentionWithItsCacheOnSimIsBitwiseThePortableRun
   EXPECT_EQ(str(host_state->owner), "program");
   EXPECT_EQ(host_state->domain, MemoryDomain::Host);
   EXPECT_NE(host_state->data, nullptr);
-  const std::vector<HostTensor> expected = RunSteps(portable.method());
+  const std::vector<HostTensor> expected = run_attention_steps(portable.method());
   ASSERT_EQ(expected.size(), 3u);
   bool cache_written = false;
   for (uint64_t i = 0; i < host_state->nbytes; ++i) cache_written = cache_written || host_state->data[i] != 0;
@@ -243,7 +181,7 @@ TEST(BackendContractTest, PagedAttentionWithItsCacheOnSimIsBitwiseThePortableRun
 
   for (testing::LoadedMethod* lm : {&whole, &delegated}) {
     SCOPED_TRACE(lm == &whole ? "whole method on sim" : "GRAPH delegate on sim");
-    const std::vector<HostTensor> got = RunSteps(lm->method());
+    const std::vector<HostTensor> got = run_attention_steps(lm->method());
     ASSERT_EQ(got.size(), expected.size());
     for (size_t s = 0; s < got.size(); ++s) {
       SCOPED_TRACE("step " + std::to_string(s));
@@ -254,73 +192,39 @@ TEST(BackendContractTest, PagedAttentionWithItsCacheOnSimIsBitwiseThePortableRun
 
 // ---- Reported bytes = allocated bytes. ----------------------------------------------------------------
 
-void ExpectReportedIsAllocated(testing::LoadedMethod& lm, const char* backend, size_t backend_delegates) {
-  ASSERT_TRUE(lm.ok()) << lm.ctx().message;
-  const MethodMeta meta = lm.method().meta();
-  std::vector<uint32_t> indices = {kWhole};
-  for (uint32_t d = 0; d < meta.delegate_count(); ++d) indices.push_back(d);
-  MemoryRequirements total;
-  size_t on_backend = 0;
-  for (uint32_t i : indices) {
-    SCOPED_TRACE(i == kWhole ? std::string("whole method") : "delegate " + std::to_string(i));
-    ErrorContext ctx;
-    Result<DelegateMeta> planned = meta.delegate(i, &ctx);
-    ASSERT_TRUE(planned.is_ok()) << ctx.message;
-    const MemoryRequirements taken = lm.method().delegate_memory(i);
-    EXPECT_EQ(planned->memory.host_bytes, taken.host_bytes);
-    EXPECT_EQ(planned->memory.pinned_bytes, taken.pinned_bytes);
-    EXPECT_EQ(planned->memory.device_bytes, taken.device_bytes);
-    EXPECT_TRUE(planned->memory == taken);
-    total += taken;
-    if (str(planned->runs_on) == backend) {
-      ++on_backend;
-      EXPECT_GT(taken.host_bytes, 0u);
-      if (std::string(backend) == "sim") {
-        EXPECT_GT(taken.device_bytes, 0u);
-      }
-    } else {
-      EXPECT_TRUE(taken == MemoryRequirements()) << planned->runs_on;  // the portable kernels take none
-    }
-  }
-  EXPECT_EQ(on_backend, backend_delegates);
-  Result<MemoryRequirements> summed = meta.backend_memory();
-  ASSERT_TRUE(summed.is_ok());
-  EXPECT_TRUE(summed.value() == total);
-}
-
 TEST(BackendContractTest, PlannedMemoryIsWhatInitTook) {
   auto rt = MakeRuntime(true);
   {
     SCOPED_TRACE("cnn, whole on sim");
     testing::LoadedMethod lm(testing::example("cnn").program.bytes, rt->context, Priority({"sim"}));
-    ExpectReportedIsAllocated(lm, "sim", 1);
+    testing::ExpectPlannedMemoryIsTaken(lm, "sim", 1);
   }
   {
     SCOPED_TRACE("cnn_sim, three delegates");
     testing::LoadedMethod lm(testing::example("cnn_sim").program.bytes, rt->context);
-    ExpectReportedIsAllocated(lm, "sim", 3);
+    testing::ExpectPlannedMemoryIsTaken(lm, "sim", 3);
   }
   {
     SCOPED_TRACE("cnn_null, null delegates");
     testing::LoadedMethod lm(testing::example("cnn_null").program.bytes, rt->context);
-    ExpectReportedIsAllocated(lm, "null", testing::example("cnn_null").partition.delegates.size());
+    testing::ExpectPlannedMemoryIsTaken(lm, "null", testing::example("cnn_null").partition.delegates.size());
   }
   {
     SCOPED_TRACE("cnn, portable");
     testing::LoadedMethod lm(testing::example("cnn").program.bytes, rt->context);
-    ExpectReportedIsAllocated(lm, "sim", 0);
+    testing::ExpectPlannedMemoryIsTaken(lm, "sim", 0);
   }
   {
     SCOPED_TRACE("paged attention, whole on sim");
     testing::LoadedMethod lm(testing::example("paged_attention").program.bytes, rt->context,
                              WithBlocks(Priority({"sim"})), "step");
-    ExpectReportedIsAllocated(lm, "sim", 1);
+    testing::ExpectPlannedMemoryIsTaken(lm, "sim", 1);
   }
   {
     SCOPED_TRACE("paged attention, sim delegate");
     testing::LoadedMethod lm(testing::example("paged_attention_sim").program.bytes, rt->context, WithBlocks({}),
                              "step");
-    ExpectReportedIsAllocated(lm, "sim", 1);
+    testing::ExpectPlannedMemoryIsTaken(lm, "sim", 1);
   }
 }
 
@@ -400,48 +304,6 @@ TEST(BackendContractTest, DelegatesAreRetargetedAtLoad) {
 
 // ---- Host state from the app's allocator. ---------------------------------------------------------------
 
-// Serves host memory for program state only, and remembers every request.
-class StateAllocator final : public DeviceAllocator {
- public:
-  bool serves(const AllocationRequest& r) const override {
-    asked.push_back(r.name);
-    return r.domain == MemoryDomain::Host && r.purpose == AllocationRequest::Purpose::State;
-  }
-  void* allocate(const AllocationRequest& r) override {
-    void* p = std::aligned_alloc(r.alignment, (r.bytes + r.alignment - 1) / r.alignment * r.alignment);
-    if (p != nullptr) {
-      live[p] = r.bytes;
-      allocated[r.name] += r.bytes;
-      owners.push_back(r.owner);
-      alignments.push_back(r.alignment);
-    }
-    return p;
-  }
-  void deallocate(const AllocationRequest& r, void* p) noexcept override {
-    auto it = live.find(p);
-    if (it == live.end() || it->second != r.bytes) {
-      ++bad_frees;
-    } else {
-      live.erase(it);
-      freed_bytes += r.bytes;
-    }
-    std::free(p);
-  }
-  uint64_t allocated_bytes() const {
-    uint64_t n = 0;
-    for (const auto& [name, bytes] : allocated) n += bytes;
-    return n;
-  }
-
-  mutable std::vector<std::string> asked;
-  std::map<void*, uint64_t> live;
-  std::map<std::string, uint64_t> allocated;
-  std::vector<std::string> owners;
-  std::vector<uint32_t> alignments;
-  uint64_t freed_bytes = 0;
-  int bad_frees = 0;
-};
-
 TEST(BackendContractTest, HostStateComesFromTheAppsAllocatorAndGoesBackAtUnload) {
   StateAllocator allocator;
   auto rt = MakeRuntime(true);
@@ -462,7 +324,7 @@ TEST(BackendContractTest, HostStateComesFromTheAppsAllocatorAndGoesBackAtUnload)
     EXPECT_EQ(allocator.owners, (std::vector<std::string>{"program", "program"}));
     for (uint32_t a : allocator.alignments) EXPECT_GE(a, 64u);
     // The state is used: a step runs with it.
-    EXPECT_EQ(RunSteps(lm.method()).size(), 3u);
+    EXPECT_EQ(run_attention_steps(lm.method()).size(), 3u);
   }
   EXPECT_TRUE(allocator.live.empty());
   EXPECT_EQ(allocator.freed_bytes, state_bytes);
@@ -488,17 +350,8 @@ TEST(BackendContractDeathTest, HostReadOfSimStateFaults) {
   auto rt = MakeRuntime(true);
   testing::LoadedMethod lm(testing::example("paged_attention_sim").program.bytes, rt->context, WithBlocks({}), "step");
   ASSERT_TRUE(lm.ok()) << lm.ctx().message;
-  ASSERT_EQ(RunSteps(lm.method()).size(), 3u);  // the backend opened and closed its memory
-  const Program::State* state = lm.program().find_state("kv.0.k");
-  ASSERT_NE(state, nullptr);
-  EXPECT_EQ(lm.program().state_data("kv.0.k"), nullptr);
-  const volatile uint8_t* device = static_cast<const volatile uint8_t*>(backends::sim::device_address(state->buffer));
-  ASSERT_NE(device, nullptr);
-#if defined(__SANITIZE_ADDRESS__)
-  EXPECT_DEATH({ std::printf("%d\n", int(device[0])); }, "SEGV");
-#else
-  EXPECT_EXIT({ std::printf("%d\n", int(device[0])); }, ::testing::KilledBySignal(SIGSEGV), "");
-#endif
+  ASSERT_EQ(run_attention_steps(lm.method()).size(), 3u);  // the backend opened and closed its memory
+  testing::ExpectHostReadOfSimStateFaults(lm.program(), "kv.0.k");
 }
 
 // ---- Two owners of one state. -------------------------------------------------------------------------------
@@ -567,16 +420,11 @@ TEST(BackendContractTest, OneStateClaimedBySimAndByHostCodeFailsTheLoadNamingBot
     testing::LoadedMethod portable(testing::example("paged_attention").program.bytes, plain->context, WithBlocks({}),
                                    "step");
     ASSERT_TRUE(portable.ok()) << portable.ctx().message;
-    const std::vector<HostTensor> expected = RunSteps(portable.method());
+    const std::vector<HostTensor> expected = run_attention_steps(portable.method());
     ASSERT_EQ(expected.size(), 3u);
-    uint32_t seed = 1;
-    size_t s = 0;
-    for (const Step& st : Steps()) {
-      const std::vector<HostTensor> got = testing::run_method(s == 0 ? *a : *b, StepInputs(st, seed));
-      seed += 3;
-      ASSERT_EQ(got.size(), 1u);
-      testing::ExpectBitwiseEqual(got[0], expected[s++]);
-    }
+    const std::vector<HostTensor> got = run_attention_steps([&](size_t s) -> Method& { return s == 0 ? *a : *b; });
+    ASSERT_EQ(got.size(), expected.size());
+    for (size_t s = 0; s < got.size(); ++s) testing::ExpectBitwiseEqual(got[s], expected[s]);
   }
   // And without sim anywhere, everything is host code: it loads, the state is host memory.
   auto plain = MakeRuntime(false);
@@ -604,7 +452,7 @@ TEST(BackendContractTest, ADelegateWithoutABackendClaimsNoState) {
   testing::MethodMemory step_memory(lp.program().method_meta("step").value());
   Result<Method> step = lp.program().load_method("step", step_memory.plan(), &ctx);
   ASSERT_TRUE(step.is_ok()) << ctx.message;
-  EXPECT_EQ(RunSteps(*step).size(), 3u);
+  EXPECT_EQ(run_attention_steps(*step).size(), 3u);
 }
 
 // ---- Hostile payloads. -------------------------------------------------------------------------------------------

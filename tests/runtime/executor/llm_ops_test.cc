@@ -4,7 +4,6 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
-#include <cstring>
 #include <string>
 #include <vector>
 
@@ -18,16 +17,8 @@ namespace {
 
 using exporter::GraphBuilder;
 using exporter::HostTensor;
+using testing::i32_tensor;
 using exporter::ValueId;
-
-HostTensor i32_tensor(std::vector<int64_t> dims, const std::vector<int32_t>& values) {
-  HostTensor t;
-  t.dtype = ScalarType::I32;
-  t.dims = std::move(dims);
-  t.bytes.resize(values.size() * 4);
-  std::memcpy(t.bytes.data(), values.data(), t.bytes.size());
-  return t;
-}
 
 // ids [4], positions [4] -> silu_mul(rope(reshape(rms_norm(embedding(w, ids)))))
 exporter::Graph llm_graph() {

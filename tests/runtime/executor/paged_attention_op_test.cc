@@ -15,57 +15,25 @@
 #include "kernels/reference/paged_attention.h"
 #include "tests/common/program_util.h"
 #include "tests/common/test_util.h"
+#include "tests/runtime/executor/paged_attention_steps.h"
 
 namespace ember {
 namespace {
 
 using exporter::HostTensor;
-
-constexpr int64_t kHq = 4, kHkv = 2, kD = 8, kBlockSize = 4, kMaxBlocks = 4, kMaxT = 8, kMaxS = 2;
-
-HostTensor i32(std::vector<int64_t> dims, const std::vector<int32_t>& values) {
-  HostTensor t;
-  t.dtype = ScalarType::I32;
-  t.dims = std::move(dims);
-  t.bytes.resize(values.size() * 4);
-  std::memcpy(t.bytes.data(), values.data(), t.bytes.size());
-  return t;
-}
-
-HostTensor f32(std::vector<int64_t> dims, const std::vector<float>& values) {
-  HostTensor t;
-  t.dtype = ScalarType::F32;
-  t.dims = std::move(dims);
-  t.bytes.resize(values.size() * 4);
-  std::memcpy(t.bytes.data(), values.data(), t.bytes.size());
-  return t;
-}
+using testing::AttentionStep;
+using testing::f32_tensor;
+using testing::i32_tensor;
+using testing::kBlockSize;
+using testing::kD;
+using testing::kHkv;
+using testing::kHq;
+using testing::kMaxBlocks;
 
 // exporter/importers/builder/examples.h: q, k, v, slot_mapping, block_tables, context_lens,
 // query_start, logits_indices -> logits_gather(reshape(paged_attention(...), [T, Hq * D])).
 exporter::Graph attention_graph(ScalarType cache_dtype, bool cache_as_state = true) {
   return exporter::build_paged_attention_example(cache_dtype, cache_as_state);
-}
-
-struct Step {
-  int64_t T, S;
-  std::vector<int32_t> slots, tables, lens, starts, idx;
-};
-
-// Sequence 0 owns blocks {3, 1}, sequence 1 owns {0, 5}: a 5-token and a 3-token prefill, then a
-// chunk of 2 for sequence 0 with a decode for sequence 1, then two decodes.
-std::vector<Step> steps() {
-  auto slot = [](int seq, int pos) {
-    const int blocks[2][2] = {{3, 1}, {0, 5}};
-    return blocks[seq][pos / kBlockSize] * int(kBlockSize) + pos % int(kBlockSize);
-  };
-  const std::vector<int32_t> tables = {3, 1, -1, -1, 0, 5, -1, -1};
-  return {
-      {8, 2, {slot(0, 0), slot(0, 1), slot(0, 2), slot(0, 3), slot(0, 4), slot(1, 0), slot(1, 1), slot(1, 2)},
-       tables, {5, 3}, {0, 5, 8}, {4, 7}},
-      {3, 2, {slot(0, 5), slot(0, 6), slot(1, 3)}, tables, {7, 4}, {0, 2, 3}, {1, 2}},
-      {3, 2, {slot(0, 7), slot(1, 4), -1}, tables, {8, 5}, {0, 1, 2}, {0, 1}},  // one padding token
-  };
 }
 
 void check_cache(ScalarType cache_dtype) {
@@ -84,14 +52,11 @@ void check_cache(ScalarType cache_dtype) {
   EXPECT_EQ(state->nbytes, uint64_t(num_blocks * kBlockSize * kHkv * kD) * elem);
 
   std::vector<uint8_t> ref_k(state->nbytes, 0), ref_v(state->nbytes, 0);
-  uint32_t seed = 1;
-  for (const Step& st : steps()) {
-    const HostTensor q = f32({st.T, kHq, kD}, testing::pattern(size_t(st.T * kHq * kD), seed++));
-    const HostTensor k = f32({st.T, kHkv, kD}, testing::pattern(size_t(st.T * kHkv * kD), seed++));
-    const HostTensor v = f32({st.T, kHkv, kD}, testing::pattern(size_t(st.T * kHkv * kD), seed++));
-    const std::vector<HostTensor> inputs = {
-        q, k, v, i32({st.T}, st.slots), i32({st.S, kMaxBlocks}, st.tables), i32({st.S}, st.lens),
-        i32({st.S + 1}, st.starts), i32({st.S}, st.idx)};
+  const std::vector<AttentionStep> steps = testing::attention_steps();
+  for (size_t s = 0; s < steps.size(); ++s) {
+    const AttentionStep& st = steps[s];
+    const std::vector<HostTensor> inputs = testing::attention_step_inputs(st, testing::attention_step_seed(s));
+    const HostTensor &q = inputs[0], &k = inputs[1], &v = inputs[2];
     const std::vector<HostTensor> got = testing::run_method(lm.method(), inputs);
     ASSERT_EQ(got.size(), 1u);
 
@@ -106,7 +71,7 @@ void check_cache(ScalarType cache_dtype) {
     for (int32_t row : st.idx) {
       gathered.insert(gathered.end(), expected.begin() + row * kHq * kD, expected.begin() + (row + 1) * kHq * kD);
     }
-    testing::ExpectAllClose(got[0], f32({st.S, kHq * kD}, gathered), {1e-5f, 1e-5f});
+    testing::ExpectAllClose(got[0], f32_tensor({st.S, kHq * kD}, gathered), {1e-5f, 1e-5f});
   }
   // The runtime's cache holds exactly what the reference wrote (bitwise: same encodings).
   EXPECT_EQ(std::memcmp(state->data, ref_k.data(), ref_k.size()), 0);
@@ -143,8 +108,9 @@ TEST(PagedAttentionOp, BadMetadataIsInvalidArgumentAndTheCacheIsUntouched) {
     const std::vector<uint8_t> before(state->data, state->data + state->nbytes);
     const std::vector<float> x(2 * kHq * kD, 1.0f), kv(2 * kHkv * kD, 1.0f);
     const std::vector<HostTensor> inputs = {
-        f32({2, kHq, kD}, x), f32({2, kHkv, kD}, kv), f32({2, kHkv, kD}, kv), i32({2}, c.slots),
-        i32({1, kMaxBlocks}, c.tables), i32({1}, c.lens), i32({2}, c.starts), i32({1}, c.idx)};
+        f32_tensor({2, kHq, kD}, x), f32_tensor({2, kHkv, kD}, kv), f32_tensor({2, kHkv, kD}, kv),
+        i32_tensor({2}, c.slots), i32_tensor({1, kMaxBlocks}, c.tables), i32_tensor({1}, c.lens),
+        i32_tensor({2}, c.starts), i32_tensor({1}, c.idx)};
     ErrorContext ctx;
     for (size_t i = 0; i < inputs.size(); ++i) {
       ASSERT_TRUE(lm.method().set_input_sizes(i, Span<const int64_t>(inputs[i].dims.data(), inputs[i].dims.size()), &ctx).is_ok())

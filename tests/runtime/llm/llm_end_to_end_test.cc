@@ -30,10 +30,13 @@
 #include "exporter/importers/hf_llm/step_graph.h"
 #include "runtime/llm/engine.h"
 #include "tests/common/program_util.h"
+#include "tests/runtime/llm/engine_test_util.h"
 #include "tools/common/npy.h"
 
 namespace ember {
 namespace {
+
+using testing::Generation;
 
 struct Reference {
   std::vector<std::vector<int32_t>> prompts, generated;  // numpy_generated
@@ -183,53 +186,13 @@ TEST(LlmEndToEnd, LogitsOfEveryPositionMatchTransformers) {
   }
 }
 
-struct Generation {
-  std::vector<std::vector<int32_t>> ids;          // per request
-  std::vector<std::vector<float>> logprobs;       // per request, per sampled token
-  std::vector<std::vector<std::vector<float>>> logits;  // per request, per sampled token (empty without)
-  bool has_logits = false;                        // Engine::has_logits()
-  int32_t preemptions = 0;
-};
-
+// `prompts` on p's step with a pool of `num_blocks`, max_new tokens each with `base`'s sampling.
 Generation generate(LlmProgram& p, const std::vector<std::vector<int32_t>>& prompts, int32_t num_blocks,
                     int32_t max_new, const llm::GenerationConfig& base = {}) {
-  Generation g;
-  llm::Engine engine;
-  const llm::SchedulerLimits limits = p.limits(static_cast<int32_t>(prompts.size()));
-  std::vector<uint8_t> memory(llm::Engine::memory_bytes(limits, num_blocks));
-  ErrorContext ctx;
-  EXPECT_TRUE(engine.init(p.method->method(), limits, num_blocks, p.vocab_size(), Span<const int32_t>(),
-                          Span<uint8_t>(memory.data(), memory.size()), &ctx)
-                  .is_ok())
-      << ctx.message;
-  g.has_logits = engine.has_logits();
-  std::vector<int32_t> seqs;
   llm::GenerationConfig config = base;
   config.max_new_tokens = max_new;
-  for (const auto& prompt : prompts) {
-    Result<int32_t> seq = engine.add(Span<const int32_t>(prompt.data(), prompt.size()), config, &ctx);
-    EXPECT_TRUE(seq.is_ok()) << ctx.message;
-    seqs.push_back(seq.value());
-  }
-  g.ids.resize(prompts.size());
-  g.logprobs.resize(prompts.size());
-  g.logits.resize(prompts.size());
-  while (engine.has_work()) {
-    Result<Span<const llm::TokenEvent>> events = engine.step(&ctx);
-    EXPECT_TRUE(events.is_ok()) << ctx.message;
-    if (!events.is_ok()) break;
-    for (const llm::TokenEvent& e : events.value()) {
-      for (size_t r = 0; r < seqs.size(); ++r) {
-        if (seqs[r] != e.seq) continue;
-        g.ids[r].push_back(e.token);
-        g.logprobs[r].push_back(e.logprob);
-        const Span<const float> l = engine.logits(e.seq);
-        g.logits[r].emplace_back(l.begin(), l.end());
-      }
-    }
-  }
-  g.preemptions = engine.scheduler().preemptions();
-  return g;
+  return testing::generate(p.method->method(), p.limits(static_cast<int32_t>(prompts.size())), num_blocks,
+                           p.vocab_size(), prompts, config);
 }
 
 TEST(LlmEndToEnd, GreedyGenerationMatchesNumpyWithChunkedPrefillAndPreemption) {

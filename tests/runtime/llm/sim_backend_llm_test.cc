@@ -14,24 +14,25 @@
 //  - reading sim's KV cache from the host after a step faults (a death test).
 #include <gtest/gtest.h>
 
-#include <csignal>
-#include <cstdio>
-#include <cstdlib>
 #include <cstring>
 #include <map>
 #include <memory>
 #include <string>
 #include <vector>
 
-#include "backends/sim/register.h"
 #include "exporter/importers/hf_llm/step_graph.h"
 #include "runtime/core/device_allocator.h"
 #include "runtime/llm/engine.h"
 #include "tests/common/program_util.h"
 #include "tests/common/pte_edit.h"
+#include "tests/common/state_allocator.h"
+#include "tests/runtime/llm/engine_test_util.h"
 
 namespace ember {
 namespace {
+
+using testing::Generation;
+using testing::StateAllocator;
 
 constexpr uint32_t kWhole = DelegateMeta::kWholeMethod;
 constexpr int32_t kBlocks = 16;    // 64 tokens of KV: the three prompts cannot all keep theirs
@@ -105,59 +106,19 @@ std::vector<std::vector<int32_t>> Prompts(int32_t vocab) {
   return prompts;
 }
 
-struct Generation {
-  std::vector<std::vector<int32_t>> ids;                // per request
-  std::vector<std::vector<float>> logprobs;             // per request, per token
-  std::vector<std::vector<std::vector<float>>> logits;  // per request, per token: [vocab]
-  int32_t preemptions = 0;
-  int32_t steps = 0;
-};
-
+// Prompts(vocab), greedy, max_new tokens each (EOS ignored), on a pool of kBlocks: the step has logits.
 Generation Generate(Method& method, int32_t vocab, int32_t max_new = 10) {
-  Generation g;
   llm::SchedulerLimits limits;
   limits.max_seqs = 4;
   limits.max_tokens = static_cast<int32_t>(kMaxTokens);
   limits.block_size = 4;
   limits.max_context = 64;
   limits.max_requests = 3;
-  std::vector<uint8_t> memory(llm::Engine::memory_bytes(limits, kBlocks));
-  llm::Engine engine;
-  ErrorContext ctx;
-  const Status init = engine.init(method, limits, kBlocks, vocab, Span<const int32_t>(),
-                                  Span<uint8_t>(memory.data(), memory.size()), &ctx);
-  EXPECT_TRUE(init.is_ok()) << ctx.message;
-  if (!init.is_ok()) return g;
-  EXPECT_TRUE(engine.has_logits());
-  std::vector<int32_t> seqs;
   llm::GenerationConfig config;
   config.max_new_tokens = max_new;
   config.ignore_eos = true;
-  for (const std::vector<int32_t>& prompt : Prompts(vocab)) {
-    Result<int32_t> seq = engine.add(Span<const int32_t>(prompt.data(), prompt.size()), config, &ctx);
-    EXPECT_TRUE(seq.is_ok()) << ctx.message;
-    if (!seq.is_ok()) return g;
-    seqs.push_back(seq.value());
-  }
-  g.ids.resize(seqs.size());
-  g.logprobs.resize(seqs.size());
-  g.logits.resize(seqs.size());
-  while (engine.has_work()) {
-    Result<Span<const llm::TokenEvent>> events = engine.step(&ctx);
-    EXPECT_TRUE(events.is_ok()) << ctx.message;
-    if (!events.is_ok()) break;
-    ++g.steps;
-    for (const llm::TokenEvent& e : events.value()) {
-      for (size_t r = 0; r < seqs.size(); ++r) {
-        if (seqs[r] != e.seq) continue;
-        g.ids[r].push_back(e.token);
-        g.logprobs[r].push_back(e.logprob);
-        const Span<const float> l = engine.logits(e.seq);
-        g.logits[r].emplace_back(l.begin(), l.end());
-      }
-    }
-  }
-  g.preemptions = engine.scheduler().preemptions();
+  Generation g = testing::generate(method, limits, kBlocks, vocab, Prompts(vocab), config);
+  EXPECT_TRUE(g.has_logits);
   return g;
 }
 
@@ -200,33 +161,6 @@ void ExpectSimOwnsEveryKvState(const Program& program, int64_t layers) {
   EXPECT_EQ(k->data, nullptr);
 }
 
-// MethodMeta::delegate(i).memory (planned) == Method::delegate_memory(i) (taken), for the whole
-// body and every delegate; the sim ones take device memory.
-void ExpectPlannedIsTaken(testing::LoadedMethod& lm) {
-  const MethodMeta meta = lm.method().meta();
-  std::vector<uint32_t> indices = {kWhole};
-  for (uint32_t d = 0; d < meta.delegate_count(); ++d) indices.push_back(d);
-  int on_sim = 0;
-  for (uint32_t i : indices) {
-    SCOPED_TRACE(i == kWhole ? std::string("whole method") : "delegate " + std::to_string(i));
-    ErrorContext ctx;
-    Result<DelegateMeta> planned = meta.delegate(i, &ctx);
-    ASSERT_TRUE(planned.is_ok()) << ctx.message;
-    const MemoryRequirements taken = lm.method().delegate_memory(i);
-    EXPECT_TRUE(planned->memory == taken) << "planned host " << planned->memory.host_bytes << " device "
-                                          << planned->memory.device_bytes << ", taken host " << taken.host_bytes
-                                          << " device " << taken.device_bytes;
-    if (str(planned->runs_on) == "sim") {
-      ++on_sim;
-      EXPECT_GT(taken.device_bytes, 0u);
-      EXPECT_GT(taken.host_bytes, 0u);
-    } else {
-      EXPECT_TRUE(taken == MemoryRequirements());
-    }
-  }
-  EXPECT_EQ(on_sim, 1);
-}
-
 TEST(SimBackendLlmTest, StepsOnSimGiveThePortableTokensAndBitwiseLogits) {
   // sim gets the pool (BackendExecuteContext::pool): the kernels' results do not depend on it.
   auto plain = MakeRuntime(false), with_sim = MakeRuntime(true, 2);
@@ -256,7 +190,7 @@ TEST(SimBackendLlmTest, StepsOnSimGiveThePortableTokensAndBitwiseLogits) {
       EXPECT_EQ(body.instruction_count, meta.instruction_count());
       EXPECT_NE(str(body.reason).find("first listed backend that runs all"), std::string::npos) << body.reason;
     }
-    ExpectPlannedIsTaken(*whole);
+    testing::ExpectPlannedMemoryIsTaken(*whole, "sim", 1);
     {
       SCOPED_TRACE("whole method on sim");
       ExpectSameGeneration(Generate(whole->method(), e.vocab), expected, e.vocab);
@@ -286,7 +220,7 @@ TEST(SimBackendLlmTest, StepsOnSimGiveThePortableTokensAndBitwiseLogits) {
       EXPECT_EQ(str(d.reason), "exported for it");
       EXPECT_EQ(str(meta.delegate(kWhole)->runs_on), "portable");
     }
-    ExpectPlannedIsTaken(*delegated);
+    testing::ExpectPlannedMemoryIsTaken(*delegated, "sim", 1);
     {
       SCOPED_TRACE("GRAPH delegate on sim");
       ExpectSameGeneration(Generate(delegated->method(), e.vocab), expected, e.vocab);
@@ -346,39 +280,6 @@ TEST(SimBackendLlmTest, TheSimExportWithoutSimFallsBackOrFails) {
   }
 }
 
-// Serves host memory for program state only, and remembers every allocation.
-class StateAllocator final : public DeviceAllocator {
- public:
-  bool serves(const AllocationRequest& r) const override {
-    return r.domain == MemoryDomain::Host && r.purpose == AllocationRequest::Purpose::State;
-  }
-  void* allocate(const AllocationRequest& r) override {
-    void* p = std::aligned_alloc(r.alignment, (r.bytes + r.alignment - 1) / r.alignment * r.alignment);
-    if (p != nullptr) {
-      live[p] = r.bytes;
-      allocated_bytes += r.bytes;
-      names.push_back(r.name);
-      owner_ok = owner_ok && std::string(r.owner) == "program";
-    }
-    return p;
-  }
-  void deallocate(const AllocationRequest& r, void* p) noexcept override {
-    auto it = live.find(p);
-    if (it == live.end() || it->second != r.bytes) {
-      ++bad_frees;
-    } else {
-      freed_bytes += it->second;
-      live.erase(it);
-    }
-    std::free(p);
-  }
-  std::map<void*, uint64_t> live;
-  std::vector<std::string> names;
-  uint64_t allocated_bytes = 0, freed_bytes = 0;
-  int bad_frees = 0;
-  bool owner_ok = true;
-};
-
 TEST(SimBackendLlmTest, TheKvCacheComesFromTheAppsAllocatorOnlyWhenItIsHostMemory) {
   for (const char* name : {"qwen2_f32", "qwen3_bf16"}) {
     SCOPED_TRACE(name);
@@ -399,9 +300,9 @@ TEST(SimBackendLlmTest, TheKvCacheComesFromTheAppsAllocatorOnlyWhenItIsHostMemor
         names.push_back(p.state(s).name);
         EXPECT_EQ(allocator.live.count(p.state(s).data), 1u) << p.state(s).name << " is not from the app's allocator";
       }
-      EXPECT_EQ(allocator.allocated_bytes, state_bytes);
+      EXPECT_EQ(allocator.allocated_bytes(), state_bytes);
       EXPECT_EQ(allocator.names, names);
-      EXPECT_TRUE(allocator.owner_ok);
+      for (const std::string& owner : allocator.owners) EXPECT_EQ(owner, "program");
       EXPECT_EQ(Generate(lm->method(), e.vocab, 3).ids.size(), 3u);  // the cache in use
       EXPECT_EQ(allocator.freed_bytes, 0u);
     }
@@ -418,7 +319,7 @@ TEST(SimBackendLlmTest, TheKvCacheComesFromTheAppsAllocatorOnlyWhenItIsHostMemor
       ExpectSimOwnsEveryKvState(lm->program(), e.layers);
       EXPECT_EQ(Generate(lm->method(), e.vocab, 3).ids.size(), 3u);
     }
-    EXPECT_EQ(unused.allocated_bytes, 0u);
+    EXPECT_EQ(unused.allocated_bytes(), 0u);
   }
 }
 
@@ -430,16 +331,7 @@ TEST(SimBackendLlmDeathTest, HostReadOfTheKvCacheOnSimFaults) {
   auto lm = LoadStep(e.sim, *rt, blocks);
   ASSERT_TRUE(lm->ok()) << lm->ctx().message;
   EXPECT_EQ(Generate(lm->method(), e.vocab, 2).ids.size(), 3u);
-  const Program::State* state = lm->program().find_state("kv.0.k");
-  ASSERT_NE(state, nullptr);
-  EXPECT_EQ(lm->program().state_data("kv.0.k"), nullptr);
-  const volatile uint8_t* device = static_cast<const volatile uint8_t*>(backends::sim::device_address(state->buffer));
-  ASSERT_NE(device, nullptr);
-#if defined(__SANITIZE_ADDRESS__)
-  EXPECT_DEATH({ std::printf("%d\n", int(device[0])); }, "SEGV");
-#else
-  EXPECT_EXIT({ std::printf("%d\n", int(device[0])); }, ::testing::KilledBySignal(SIGSEGV), "");
-#endif
+  testing::ExpectHostReadOfSimStateFaults(lm->program(), "kv.0.k");
 }
 
 }  // namespace
