@@ -133,6 +133,9 @@ int run_cli(int argc, const char* const* argv, std::ostream& out, std::ostream& 
   app.add_flag("--emit-logits", llm_options.emit_logits,
                "LLM: also output logits [S, vocab] f32 from `step` (for comparing with reference logits; "
                "generation needs only the sampled ids, and the logits are the largest output of a step)");
+  bool no_logprobs = false;
+  app.add_flag("--no-logprobs", no_logprobs,
+               "LLM: no logprobs [S] output from `step` (a step then returns only the S sampled ids)");
   app.add_option("--example", example, "bundled model to export instead: mlp or cnn");
   app.add_option("-o,--output", output, "the .pte file to write")->required();
   app.add_option("--input-shape", input_shapes,
@@ -175,11 +178,12 @@ int run_cli(int argc, const char* const* argv, std::ostream& out, std::ostream& 
     if (!example.empty() && !input_shapes.empty()) throw CLI::ValidationError("--input-shape applies to ONNX models only");
     const bool is_llm = !model.empty() && std::filesystem::is_directory(model);
     for (const char* name : {"--max-seqs", "--max-tokens", "--max-context", "--block-size", "--kv-dtype", "--kv-scale",
-                             "--emit-logits"}) {
+                             "--emit-logits", "--no-logprobs"}) {
       if (!is_llm && app.count(name) > 0) {
         throw CLI::ValidationError(std::string(name) + " applies to Hugging Face checkpoint folders only");
       }
     }
+    llm_options.emit_logprobs = !no_logprobs;
     if (quantize.empty() && (!quantize_include.empty() || !quantize_exclude.empty() || !quantize_dump.empty())) {
       throw CLI::ValidationError("--quantize-include/--quantize-exclude/--quantize-dump need --quantize");
     }

@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <limits>
 
 #include "runtime/core/memory_allocator.h"
 
@@ -69,8 +70,8 @@ Status Engine::init(Method& method, const SchedulerLimits& limits, int32_t num_b
     }
     if (!found) return EMBER_FAIL(ctx, Error::InvalidArgument, "engine: the method has no input '%s'", kInputs[k]);
   }
-  // next_ids [S] i32, logprobs [S] f32 and, when present, logits [S, vocab_size] f32; S >= max_seqs.
-  has_logits_ = false;
+  // next_ids [S] i32 and, when present, logprobs [S] f32 and logits [S, vocab_size] f32; S >= max_seqs.
+  has_logits_ = has_logprobs_ = false;
   for (size_t k = 0; k < 3; ++k) {
     bool found = false;
     for (size_t i = 0; i < meta.output_count() && !found; ++i) {
@@ -99,6 +100,8 @@ Status Engine::init(Method& method, const SchedulerLimits& limits, int32_t num_b
     }
     if (k == kLogits) {
       has_logits_ = found;
+    } else if (k == kLogprobs) {
+      has_logprobs_ = found;
     } else if (!found) {
       return EMBER_FAIL(ctx, Error::InvalidArgument, "engine: the method has no output '%s'", kOutputs[k]);
     }
@@ -249,7 +252,7 @@ Result<Span<const TokenEvent>> Engine::step(ErrorContext* ctx) {
   rows_ = static_cast<int32_t>(S);
 
   const int32_t* next = method_->output(outputs_[kNextIds])->data_as<const int32_t>();
-  const float* logprobs = method_->output(outputs_[kLogprobs])->data_as<const float>();
+  const float* logprobs = has_logprobs_ ? method_->output(outputs_[kLogprobs])->data_as<const float>() : nullptr;
   // Padding rows of the plan (beyond S) are ignored by commit; give it the live rows' ids.
   scheduler_.commit(Span<const int32_t>(next, size_t(S)));
   int32_t count = 0;
@@ -268,7 +271,7 @@ Result<Span<const TokenEvent>> Engine::step(ErrorContext* ctx) {
     TokenEvent& e = events_[count++];
     e.seq = seq;
     e.token = next[r];
-    e.logprob = logprobs[r];
+    e.logprob = logprobs != nullptr ? logprobs[r] : std::numeric_limits<float>::quiet_NaN();
     e.finished = FinishReason::None;
     bool eos = false;
     for (int32_t i = 0; i < eos_count_ && !configs_[seq].ignore_eos; ++i) eos = eos || next[r] == eos_[i];

@@ -44,7 +44,7 @@ const char* to_string(FinishReason reason);
 struct TokenEvent {
   int32_t seq = -1;
   int32_t token = 0;
-  float logprob = 0.0f;
+  float logprob = 0.0f;  // NaN when the step method has no `logprobs` output (has_logprobs())
   FinishReason finished = FinishReason::None;  // None: the sequence goes on
 };
 
@@ -60,8 +60,8 @@ class Engine {
 
   // `method`: a loaded `step` method whose inputs and outputs are those of the hf_llm exporter
   // (exporter/importers/hf_llm/step_graph.h), checked by name, dtype and max dims: next_ids [S] i32
-  // and logprobs [S] f32 are required, logits [S, vocab_size] f32 is optional (the exporter emits
-  // it only with --emit-logits; see logits()). `limits` must fit them (max_seqs, max_tokens,
+  // is required; logprobs [S] f32 is optional (the exporter emits it unless --no-logprobs) and so is
+  // logits [S, vocab_size] f32 (the exporter emits it only with --emit-logits; see logits()). `limits` must fit them (max_seqs, max_tokens,
   // max_context, block_size) and num_blocks must equal the pool the method was loaded with.
   // vocab_size: the model's vocabulary (the program's LlmInfo vocab_size,
   // LlmProgramView::vocab_size), the bound of prompt ids and EOS ids. eos_ids is copied (up to 16).
@@ -93,6 +93,7 @@ class Engine {
   // exporter's default; export with --emit-logits to have them). Valid until the next step().
   Span<const float> logits(int32_t seq) const;
   bool has_logits() const { return has_logits_; }
+  bool has_logprobs() const { return has_logprobs_; }
   int32_t vocab_size() const { return vocab_; }
 
  private:
@@ -122,8 +123,9 @@ class Engine {
   TokenEvent* events_ = nullptr;          // [max_seqs]
   StepStats stats_{};
   size_t inputs_[15] = {};                // method input index of each step input (step_graph.h order)
-  size_t outputs_[3] = {};                // next_ids, logprobs, logits (when has_logits_)
+  size_t outputs_[3] = {};                // next_ids, logprobs (when has_logprobs_), logits (when has_logits_)
   bool has_logits_ = false;
+  bool has_logprobs_ = false;
 };
 
 // Finds stop strings in a growing text (the detokenized output of one sequence) without heap: call

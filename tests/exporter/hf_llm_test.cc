@@ -252,6 +252,28 @@ std::vector<std::string> OutputNames(const Graph& graph) {
 
 // Without emit_logits the lm_head's output feeds only `sample`; with it, it is also the third
 // output, `logits` [S, vocab] f32.
+// --no-logprobs (StepOptions::emit_logprobs = false): next_ids is the only output; `sample` still
+// computes its logprobs, they just do not leave the graph.
+TEST(StepGraphTest, EmitLogprobsTogglesTheLogprobsOutput) {
+  StepOptions options;
+  options.max_seqs = 2;
+  options.max_tokens = 8;
+  options.max_context = 32;
+  options.block_size = 4;
+  EXPECT_TRUE(options.emit_logprobs);  // the default
+  for (bool logits : {false, true}) {
+    SCOPED_TRACE(logits ? "emit_logits" : "default");
+    options.emit_logits = logits;
+    options.emit_logprobs = false;
+    const StepImport imported = import_step(Checkpoints() + "/qwen2_f32", options);
+    std::vector<std::string> expected = {"next_ids"};
+    if (logits) expected.push_back("logits");
+    EXPECT_EQ(OutputNames(imported.graph), expected);
+    EXPECT_NE(imported.summary.find(logits ? "outputs next_ids, logits\n" : "outputs next_ids\n"), std::string::npos)
+        << imported.summary;
+  }
+}
+
 TEST(StepGraphTest, EmitLogitsTogglesTheLogitsOutput) {
   for (const char* name : {"llama_f32", "qwen3_fp8"}) {
     SCOPED_TRACE(name);

@@ -239,7 +239,7 @@ StepImport Importer::run() {
                                 {logits, temperature, top_k, top_p, penalty, seed, sample_position, history, history_len},
                                 OpAttrs{}, "sample");
   b_.output("next_ids", sampled);
-  b_.output("logprobs", b_.graph().nodes.back().outputs.at(1));
+  if (options_.emit_logprobs) b_.output("logprobs", b_.graph().nodes.back().outputs.at(1));
   if (options_.emit_logits) b_.output("logits", logits);
 
   const std::vector<std::string> left = ckpt_.leftovers();
@@ -264,7 +264,8 @@ StepImport Importer::run() {
     << parameters_ << " parameters (" << c.torch_dtype << (c.fp8 ? ", FP8 128x128 blocks" : "") << ")\n"
     << "step: max_seqs " << options_.max_seqs << ", max_tokens " << options_.max_tokens << ", max_context "
     << max_context << ", block_size " << options_.block_size << ", kv " << to_string(kv) << ", num_blocks 1.."
-    << max_num_blocks << ", outputs next_ids, logprobs" << (options_.emit_logits ? ", logits" : "") << "\n";
+    << max_num_blocks << ", outputs next_ids" << (options_.emit_logprobs ? ", logprobs" : "")
+    << (options_.emit_logits ? ", logits" : "") << "\n";
   out.summary = s.str();
   return out;
 }

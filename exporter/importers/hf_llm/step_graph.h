@@ -9,8 +9,9 @@
 //   token whose logits sample row s, -1 = a padding row), temperature [S] f32, top_k [S],
 //   top_p [S] f32, repetition_penalty [S] f32, seed [S], sample_position [S] (the Philox counter:
 //   the number of tokens the sequence has generated), history [S, H], history_len [S].
-// Outputs: next_ids [S] i32, logprobs [S] f32; with StepOptions::emit_logits (exporter
-// --emit-logits) also logits [S, vocab] f32 (before the penalty), third. Without it the lm_head's
+// Outputs: next_ids [S] i32, logprobs [S] f32 (unless StepOptions::emit_logprobs is false, exporter
+// --no-logprobs: then a step sends only the S ids back); with StepOptions::emit_logits (exporter
+// --emit-logits) also logits [S, vocab] f32 (before the penalty), last. Without it the lm_head's
 // output only feeds `sample` and never leaves the graph: for a 152k vocabulary it would be the
 // largest transfer of a decode step, and generation needs only the sampled ids.
 // State: kv.<layer>.k / kv.<layer>.v [num_blocks, block_size, kv_heads, head_dim] of kv_dtype;
@@ -48,6 +49,7 @@ struct StepOptions {
   ScalarType kv_dtype = ScalarType::Invalid;
   float kv_scale = 1.0f;      // FP8 cache: stored = e4m3(x / kv_scale)
   bool emit_logits = false;   // logits [S, vocab] as a third output (tests against reference logits)
+  bool emit_logprobs = true;  // logprobs [S] f32 (the sampled token's log-probability) as an output
   std::ostream* progress = nullptr;  // a progress bar while weights are converted; null = quiet
 };
 
