@@ -3,27 +3,39 @@
 # through ctest, the suite again under ASan+UBSan (error paths: corrupted, truncated and hostile
 # programs, bad inputs), the thread pool's stress tests under TSan, and 60 seconds of libFuzzer on
 # load + load_method + execute.
-# Exits non-zero on the first failure.
+# Prints each phase's wall time at the end. Exits non-zero on the first failure.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+
+# Each phase's wall time, printed at the end (CI budget: 60 minutes on 2 cores).
+PHASES=()
+phase_start=$SECONDS
+phase_name="setup"
+phase() {
+  PHASES+=("$(printf '%5ds  %s' $((SECONDS - phase_start)) "$phase_name")")
+  phase_name="$1"
+  phase_start=$SECONDS
+  echo "== $1"
+}
+
 scripts/setup.sh
 
-echo "== build + ctest (release)"
+phase "build + ctest (release)"
 cmake --preset release >/dev/null
 cmake --build --preset release
 ctest --preset release
 
-echo "== the suite under ASan + UBSan"
+phase "the suite under ASan + UBSan"
 cmake --preset asan >/dev/null
 cmake --build --preset asan
 ctest --preset asan
 
-echo "== the thread pool's stress tests under ThreadSanitizer"
+phase "the thread pool's stress tests under ThreadSanitizer"
 cmake --preset tsan >/dev/null
 cmake --build --preset tsan
 ctest --preset tsan
 
-echo "== libFuzzer: 60 s on load + load_method + execute (clang, ASan + UBSan)"
+phase "libFuzzer: 60 s on load + load_method + execute (clang, ASan + UBSan)"
 cmake --preset fuzz >/dev/null
 cmake --build --preset fuzz --target ember_fuzz_load ember_fuzz_replay_test
 F=build/fuzz/tests/fuzz
@@ -31,4 +43,8 @@ F=build/fuzz/tests/fuzz
 mkdir -p "$F/corpus-work"
 "$F/ember_fuzz_load" -max_total_time=60 -timeout=10 -rss_limit_mb=4096 -max_len=262144 \
   -print_final_stats=1 "$F/corpus-work" "$F/corpus" 2>&1 | tail -12
+phase "done"
+echo "== phase times"
+printf '%s\n' "${PHASES[@]}"
+echo "  total ${SECONDS}s"
 echo "== all tests passed"

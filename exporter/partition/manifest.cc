@@ -90,6 +90,12 @@ CapabilityManifest CapabilityManifest::parse(const std::string& text, const std:
       }
       const std::string id = b["id"].get<std::string>();
       auto& list = m.backends_[id];
+      if (b.contains("owns_state")) {
+        if (!b["owns_state"].is_boolean()) {
+          throw ExportError("capability manifest " + source + ": backend '" + id + "': \"owns_state\" must be a boolean");
+        }
+        if (b["owns_state"].get<bool>()) m.owns_state_[id] = true;
+      }
       if (b.contains("ops")) {
         for (const auto& op : b["ops"]) {
           list.push_back(parse_entry(op, "capability manifest " + source + " backend '" + id + "'"));

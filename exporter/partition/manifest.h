@@ -4,7 +4,7 @@
 //   {"format": 1, "runtime_version": "0.1.0",
 //    "kernels": [{"op": "add", "dtypes": ["f32","f32","f32"], "dim_order": "contiguous",
 //                 "quant": "none", "library": "cpu"}],
-//    "backends": [{"id": "sim", "ops": [
+//    "backends": [{"id": "sim", "owns_state": true, "ops": [
 //        {"op": "conv2d", "dtypes": ["f32","f32","-","f32"]},
 //        {"op": "linear", "dtypes": ["f32","f8_e4m3fn","-","f32"], "dim_order": "contiguous",
 //         "quant": "per_channel"}]}]}
@@ -16,7 +16,9 @@
 // argument 1 (the weight): the entry matches a node whose weight dtype reads "<dtype>:<layout>"
 // ("f8_e4m3fn:per_channel"). An entry matches only nodes of its dim order; every node the exporter
 // makes today is contiguous (there is no layout pass), so channels_last entries are kept but match
-// nothing yet. Portable kernels are the "cpu" and "reference" libraries' entries.
+// nothing yet. Portable kernels are the "cpu" and "reference" libraries' entries. A backend's
+// "owns_state" (default false) says that program state its delegates name lives in its own memory
+// (runtime/backend/README.md), so no other backend or portable kernel may name the same state.
 #pragma once
 
 #include <map>
@@ -48,12 +50,15 @@ class CapabilityManifest {
   bool backend_supports(const std::string& backend, const std::string& op, const std::vector<std::string>& dtypes,
                         const std::string& dim_order = "contiguous") const;
   bool has_backend(const std::string& backend) const { return backends_.count(backend) != 0; }
+  // The backend keeps program state in its own memory ("owns_state"); false when not listed.
+  bool backend_owns_state(const std::string& backend) const { return owns_state_.count(backend) != 0; }
   const std::string& source() const { return source_; }
 
  private:
   std::string source_;
   std::vector<Entry> portable_;
   std::map<std::string, std::vector<Entry>> backends_;
+  std::map<std::string, bool> owns_state_;  // the backends whose "owns_state" is true
 };
 
 // The (op, dtypes) signature of a node as the manifest writes it.

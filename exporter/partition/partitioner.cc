@@ -1,6 +1,7 @@
 #include "exporter/partition/partitioner.h"
 
 #include <algorithm>
+#include <map>
 #include <set>
 
 namespace ember::exporter {
@@ -59,6 +60,29 @@ DelegateGraph make_delegate(const Graph& graph, const std::string& backend, std:
   return d;
 }
 
+// A program state lives in one memory (runtime/backend/README.md): the host's (portable kernels and
+// backends that do not own state) or that of one backend that owns state. A partition that puts its
+// readers in two would be refused by Program::load; refuse it here, naming both.
+void check_state_owners(const Graph& graph, const CapabilityManifest& manifest,
+                        const std::vector<std::string>& node_backend) {
+  std::map<int, std::pair<std::string, int>> owner;  // state value -> (owner, first reader node)
+  for (size_t n = 0; n < graph.nodes.size(); ++n) {
+    const std::string& b = node_backend[n];
+    const std::string memory = b != kPortableBackend && manifest.backend_owns_state(b) ? b : "host";
+    for (int in : graph.nodes[n].inputs) {
+      if (in < 0 || !graph.values[static_cast<size_t>(in)].is_state()) continue;
+      auto [it, first] = owner.emplace(in, std::make_pair(memory, static_cast<int>(n)));
+      if (first || it->second.first == memory) continue;
+      const int other = it->second.second;
+      throw ExportError("state '" + graph.values[static_cast<size_t>(in)].state + "' would live in two memories: " +
+                        format_node(graph, other) + " runs on " + node_backend[static_cast<size_t>(other)] +
+                        " (" + it->second.first + " memory) and " + format_node(graph, static_cast<int>(n)) +
+                        " on " + b + " (" + memory + " memory); list backends so that one runs every node "
+                        "that reads it");
+    }
+  }
+}
+
 }  // namespace
 
 Partition partition_graph(const Graph& graph, const CapabilityManifest& manifest,
@@ -98,6 +122,7 @@ Partition partition_graph(const Graph& graph, const CapabilityManifest& manifest
     }
     p.node_backend.push_back(chosen);
   }
+  check_state_owners(graph, manifest, p.node_backend);
   const auto users = graph.users();
   for (size_t n = 0; n < graph.nodes.size();) {
     if (p.node_backend[n] == kPortableBackend) {

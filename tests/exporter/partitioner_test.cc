@@ -194,5 +194,47 @@ TEST(PartitionerTest, QuantizedWeightIsDelegatedOnlyInALayoutTheBackendLists) {
   }
 }
 
+// One program state lives in one memory: readers split between a backend that owns state and the
+// host (portable kernels, or a backend that does not own state) are refused at export, naming the
+// state and both nodes; readers all in one memory are fine.
+TEST(PartitionerTest, StateReadFromTwoMemoriesIsRefusedAtExport) {
+  GraphBuilder b;
+  const ValueId x = b.input("x", ScalarType::F32, {4});
+  const ValueId s = b.state("cache", ScalarType::F32, {4});
+  ValueId h = b.add(x, s, "add1");
+  h = b.mul(h, s, "mul1");
+  b.output("y", h);
+  const Graph g = b.build();
+  auto manifest = [](bool owns_state, bool with_mul) {
+    return CapabilityManifest::parse(std::string(R"({"format": 1, "kernels": [
+        {"op": "add", "dtypes": ["f32","f32","f32"], "library": "cpu"},
+        {"op": "mul", "dtypes": ["f32","f32","f32"], "library": "cpu"}],
+      "backends": [{"id": "dev", "owns_state": )") + (owns_state ? "true" : "false") +
+                                     R"(, "ops": [{"op": "add", "dtypes": ["f32","f32","f32"]})" +
+                                     (with_mul ? R"(, {"op": "mul", "dtypes": ["f32","f32","f32"]})" : "") + "]}]}");
+  };
+  try {
+    partition_graph(g, manifest(true, false), {"dev", "portable"});
+    FAIL() << "a state read on dev and on the portable kernels was partitioned";
+  } catch (const ExportError& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("state 'cache'"), std::string::npos) << what;
+    EXPECT_NE(what.find("add1"), std::string::npos) << what;
+    EXPECT_NE(what.find("mul1"), std::string::npos) << what;
+    EXPECT_NE(what.find("dev (dev memory)"), std::string::npos) << what;
+    EXPECT_NE(what.find("portable (host memory)"), std::string::npos) << what;
+  }
+  // dev without state of its own: both readers use host memory.
+  EXPECT_EQ(partition_graph(g, manifest(false, false), {"dev", "portable"}).node_backend,
+            (std::vector<std::string>{"dev", "portable"}));
+  // dev runs both readers: the state lives in dev's memory only.
+  const Partition p = partition_graph(g, manifest(true, true), {"dev", "portable"});
+  ASSERT_EQ(p.delegates.size(), 1u);
+  EXPECT_EQ(p.delegates[0].states, (std::vector<int>{s}));
+  // "owns_state" must be a boolean.
+  EXPECT_THROW(CapabilityManifest::parse(R"({"format": 1, "backends": [{"id": "dev", "owns_state": 1}]})"),
+               ExportError);
+}
+
 }  // namespace
 }  // namespace ember::exporter
