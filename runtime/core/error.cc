@@ -47,11 +47,18 @@ Status fail(ErrorContext* ctx, Error code, const char* file, int line, const cha
   va_start(args, format);
   std::vsnprintf(message, sizeof(message), format, args);
   va_end(args);
-  if (ctx != nullptr && !ctx->has_error()) {
-    ctx->code = code;
-    std::snprintf(ctx->message, sizeof(ctx->message), "%s", message);
+  if (ctx != nullptr) {
+    // The caller reports the ErrorContext (one line per error); the log keeps a debug trace, which
+    // also shows errors that a later, outer failure replaces.
+    if (!ctx->has_error()) {
+      ctx->code = code;
+      std::snprintf(ctx->message, sizeof(ctx->message), "%s", message);
+    }
+    EMBER_LOG(Debug, "%s: %s", to_string(code), message);
+  } else {
+    // No ErrorContext: the log is the only place the message can go.
+    EMBER_LOG(Error, "%s: %s", to_string(code), message);
   }
-  EMBER_LOG(Error, "%s: %s", to_string(code), message);
   return Status(code, "see ErrorContext", file, line);
 }
 

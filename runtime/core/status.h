@@ -94,7 +94,7 @@ class [[nodiscard]] Result {
 };
 
 // Where a failure happened and why, in a fixed-size buffer the caller owns. Filled by EMBER_FAIL;
-// the first failure wins (later ones are appended to the log only) so the root cause is kept.
+// the first failure wins (later ones go to the Debug log only) so the root cause is kept.
 struct ErrorContext {
   static constexpr size_t kMessageSize = 256;
   enum class Phase : uint8_t { None = 0, Header = 1, Verify = 2, Validate = 3, Load = 4, Execute = 5 };
@@ -111,7 +111,8 @@ struct ErrorContext {
 
 const char* to_string(ErrorContext::Phase phase);
 
-// Formats into ctx (if not null and still empty), logs, and returns the Status.
+// Formats into ctx (if not null and still empty) and returns the Status. With a ctx the message is
+// logged at Debug level only (the caller reports it: one line per error); without one, at Error.
 Status fail(ErrorContext* ctx, Error code, const char* file, int line, const char* format, ...)
     __attribute__((format(printf, 5, 6)));
 

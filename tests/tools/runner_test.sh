@@ -75,6 +75,12 @@ for length in 0 1 32 63 64 65 200 1000 4000 65535 65536 66000 $((size - 1)); do
   head -c "$length" "$T/cnn.pte" >"$T/short.pte"
   expect_error "truncated to $length" "$RUNNER" --program "$T/short.pte"
 done
+# --verbose adds load details to the log but does not repeat the error (runtime errors are logged at
+# Debug level only; the CLI prints the one line).
+for length in 0 32 63; do
+  head -c "$length" "$T/cnn.pte" >"$T/short.pte"
+  expect_error "truncated to $length, --verbose" "$RUNNER" --program "$T/short.pte" --verbose
+done
 
 # Heap allocations do not depend on the iteration count.
 count() {

@@ -472,9 +472,9 @@ int main(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     return app.exit(e);
   }
+  // Errors reach the user through ErrorContext as one "runner: error: ..." line; runtime errors are
+  // logged only at Debug level, so --verbose (Info) adds load details without repeating them.
   set_log_level(o.verbose ? LogLevel::Info : LogLevel::Error);
-  // Errors reach the user through ErrorContext; the log would repeat them.
-  if (!o.verbose) set_log_level(static_cast<LogLevel>(4));
   try {
     if (!o.info.empty()) return run_info(o);
     if (wants_llm(o)) return run_llm(o);

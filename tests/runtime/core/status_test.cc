@@ -5,6 +5,7 @@
 #include <cstring>
 #include <set>
 #include <string>
+#include <vector>
 
 #include "runtime/core/error.h"
 #include "tests/common/test_util.h"
@@ -203,6 +204,28 @@ TEST(ErrorContextTest, FailLogsTheMessage) {
   logged = nullptr;
   EXPECT_NE(captured.find("BackendFailed"), std::string::npos) << captured;
   EXPECT_NE(captured.find("device 3 fell over"), std::string::npos) << captured;
+}
+
+// With an ErrorContext the caller reports the message (one line per error on the CLIs), so fail()
+// logs it only at Debug level; without one it is logged as an error.
+TEST(ErrorContextTest, FailWithContextLogsOnlyAtDebugLevel) {
+  static std::vector<LogLevel>* levels = nullptr;
+  std::vector<LogLevel> captured;
+  levels = &captured;
+  PlatformHooks hooks;
+  hooks.log = [](LogLevel level, const char*, int, const char*) { levels->push_back(level); };
+  set_platform_hooks(hooks);
+  set_log_level(LogLevel::Debug);
+  ErrorContext ctx;
+  (void)EMBER_FAIL(&ctx, Error::InvalidProgram, "bad header %d", 1);
+  (void)EMBER_FAIL(nullptr, Error::InvalidProgram, "no context");
+  set_log_level(LogLevel::Warning);
+  { testing::QuietLogs restore; }
+  levels = nullptr;
+  EXPECT_STREQ(ctx.message, "bad header 1");
+  ASSERT_EQ(captured.size(), 2u);
+  EXPECT_EQ(captured[0], LogLevel::Debug);
+  EXPECT_EQ(captured[1], LogLevel::Error);
 }
 
 }  // namespace
