@@ -261,25 +261,27 @@ TEST(SchedulerTest, AWaitingSequenceNeverPreemptsAnOlderRunningOne) {
   EXPECT_EQ(p.token_count, 6);
 }
 
-// The runner repro: two 84-token prompts, a pool of one 128-token context (8 blocks of 16), 32
-// tokens a step, 20 new tokens each. It used to plan nothing ("the scheduler planned nothing
-// although requests wait"); now every step plans a token and both requests finish.
+// The runner repro: two 84-token prompts, a pool of one 128-token context (8 blocks of 16), 20 new
+// tokens each, 8 tokens and 2 rows a step (and 32 and 4). It used to plan nothing ("the scheduler
+// planned nothing although requests wait"); now every step plans a token and both requests finish.
 TEST(SchedulerTest, TwoPromptsThatDoNotFitTogetherBothFinish) {
-  const SchedulerLimits l{4, 32, 16, 128, 2};
-  Rig s(l, 8);
-  const std::vector<int32_t> pa = Range(0, 84), pb = Range(1000, 84);
-  const int32_t a = s.sched.add(SpanOf(pa), 20).value(), b = s.sched.add(SpanOf(pb), 20).value();
-  const int32_t next[4] = {5, 5, 5, 5};
-  int32_t steps = 0;
-  while (s.sched.has_work()) {
-    ASSERT_LT(++steps, 200);
-    const StepPlan p = s.sched.schedule();
-    ASSERT_GT(p.token_count, 0) << "step " << steps;
-    s.sched.commit(Span<const int32_t>(next, 4));
+  for (const SchedulerLimits& l : {SchedulerLimits{2, 8, 16, 128, 2}, SchedulerLimits{4, 32, 16, 128, 2}}) {
+    SCOPED_TRACE(l.max_tokens);
+    Rig s(l, 8);
+    const std::vector<int32_t> pa = Range(0, 84), pb = Range(1000, 84);
+    const int32_t a = s.sched.add(SpanOf(pa), 20).value(), b = s.sched.add(SpanOf(pb), 20).value();
+    const int32_t next[4] = {5, 5, 5, 5};
+    int32_t steps = 0;
+    while (s.sched.has_work()) {
+      ASSERT_LT(++steps, 400);
+      const StepPlan p = s.sched.schedule();
+      ASSERT_GT(p.token_count, 0) << "step " << steps;
+      s.sched.commit(Span<const int32_t>(next, 4));
+    }
+    EXPECT_EQ(s.sched.generated(a), 20);
+    EXPECT_EQ(s.sched.generated(b), 20);
+    EXPECT_EQ(s.blocks.free_count(), 8);
   }
-  EXPECT_EQ(s.sched.generated(a), 20);
-  EXPECT_EQ(s.sched.generated(b), 20);
-  EXPECT_EQ(s.blocks.free_count(), 8);
 }
 
 // Three long prompts with 100 new tokens each against a one-context pool (the runner's livelock):
