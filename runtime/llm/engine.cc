@@ -27,7 +27,7 @@ size_t aligned(size_t bytes) { return (bytes + kAlign - 1) / kAlign * kAlign; }
 // The engine's own arrays (besides the allocator's and the scheduler's memory).
 size_t own_bytes(const SchedulerLimits& l) {
   const size_t s = size_t(l.max_seqs), r = size_t(l.max_requests);
-  return aligned(r * sizeof(GenerationConfig)) + aligned(r * sizeof(FinishReason)) + 8 * aligned(s * 4) +
+  return aligned(r * sizeof(GenerationConfig)) + aligned(r * sizeof(FinishReason)) + aligned(r * 12) + 8 * aligned(s * 4) +
          aligned(s * size_t(l.max_context) * 4) + aligned(s * sizeof(TokenEvent));
 }
 
@@ -40,6 +40,7 @@ const char* to_string(FinishReason reason) {
     case FinishReason::Length: return "length";
     case FinishReason::Stop: return "stop";
     case FinishReason::Cancelled: return "cancelled";
+    case FinishReason::Failed: return "failed";
   }
   return "invalid";
 }
@@ -130,6 +131,7 @@ Status Engine::init(Method& method, const SchedulerLimits& limits, int32_t num_b
     return EMBER_FAIL(ctx, Error::OutOfMemory, "engine: memory of %zu bytes, %zu needed", memory.size(),
                       memory_bytes(limits, num_blocks));
   }
+  static_assert(sizeof(Failure) == 12, "own_bytes() counts 12 bytes per request");
   BumpAllocator alloc(memory);
   const size_t block_bytes = BlockAllocator::memory_bytes(num_blocks);
   uint8_t* block_mem = static_cast<uint8_t*>(alloc.allocate(block_bytes, kAlign));
@@ -141,6 +143,7 @@ Status Engine::init(Method& method, const SchedulerLimits& limits, int32_t num_b
   const size_t s = size_t(limits.max_seqs), r = size_t(limits.max_requests);
   configs_ = static_cast<GenerationConfig*>(alloc.allocate(r * sizeof(GenerationConfig), kAlign));
   reasons_ = static_cast<FinishReason*>(alloc.allocate(r * sizeof(FinishReason), kAlign));
+  failures_ = static_cast<Failure*>(alloc.allocate(r * sizeof(Failure), kAlign));
   temperature_ = static_cast<float*>(alloc.allocate(s * 4, kAlign));
   top_k_ = static_cast<int32_t*>(alloc.allocate(s * 4, kAlign));
   top_p_ = static_cast<float*>(alloc.allocate(s * 4, kAlign));
@@ -155,6 +158,7 @@ Status Engine::init(Method& method, const SchedulerLimits& limits, int32_t num_b
   for (size_t i = 0; i < r; ++i) {
     configs_[i] = GenerationConfig();
     reasons_[i] = FinishReason::None;
+    failures_[i] = Failure();
   }
   for (size_t i = 0; i < eos_ids.size(); ++i) eos_[i] = eos_ids[i];
   eos_count_ = static_cast<int32_t>(eos_ids.size());
@@ -175,11 +179,20 @@ Result<int32_t> Engine::add(Span<const int32_t> prompt, const GenerationConfig& 
   if (config.max_new_tokens < 1) {
     return EMBER_FAIL(ctx, Error::InvalidArgument, "engine: max_new_tokens %d must be >= 1", config.max_new_tokens);
   }
-  if (!(config.temperature >= 0.0f) || !std::isfinite(config.temperature) || !(config.top_p >= 0.0f && config.top_p <= 1.0f) ||
-      !(config.repetition_penalty > 0.0f) || !std::isfinite(config.repetition_penalty)) {
-    return EMBER_FAIL(ctx, Error::InvalidArgument,
-                      "engine: temperature %g (finite, >= 0), top_p %g (in [0, 1]), repetition_penalty %g (finite, > 0)",
-                      static_cast<double>(config.temperature), static_cast<double>(config.top_p),
+  // Written so that NaN fails every check.
+  if (!(config.temperature >= 0.0f && std::isfinite(config.temperature))) {
+    return EMBER_FAIL(ctx, Error::InvalidArgument, "engine: temperature %g must be finite and >= 0 (0: greedy)",
+                      static_cast<double>(config.temperature));
+  }
+  if (config.top_k < 0) {
+    return EMBER_FAIL(ctx, Error::InvalidArgument, "engine: top_k %d must be >= 0 (0: off)", config.top_k);
+  }
+  if (!(config.top_p > 0.0f && config.top_p <= 1.0f)) {
+    return EMBER_FAIL(ctx, Error::InvalidArgument, "engine: top_p %g must be in (0, 1] (1: off)",
+                      static_cast<double>(config.top_p));
+  }
+  if (!(config.repetition_penalty > 0.0f && std::isfinite(config.repetition_penalty))) {
+    return EMBER_FAIL(ctx, Error::InvalidArgument, "engine: repetition_penalty %g must be finite and > 0 (1: off)",
                       static_cast<double>(config.repetition_penalty));
   }
   if (prompt.size() + 1 > size_t(limits_.max_context)) {
@@ -190,6 +203,7 @@ Result<int32_t> Engine::add(Span<const int32_t> prompt, const GenerationConfig& 
   EMBER_ASSIGN_OR_RETURN(int32_t seq, scheduler_.add(prompt, config.max_new_tokens, ctx));
   configs_[seq] = config;
   reasons_[seq] = FinishReason::None;
+  failures_[seq] = Failure();
   return seq;
 }
 
@@ -253,6 +267,19 @@ Result<Span<const TokenEvent>> Engine::step(ErrorContext* ctx) {
 
   const int32_t* next = method_->output(outputs_[kNextIds])->data_as<const int32_t>();
   const float* logprobs = has_logprobs_ ? method_->output(outputs_[kLogprobs])->data_as<const float>() : nullptr;
+  // A sampled row is unusable when its id is outside the vocabulary or its log-probability is not
+  // finite: the sample op gives +Inf or NaN there exactly when the row's logits have no finite
+  // maximum (all NaN, or an infinity), so a NaN model cannot pass as token 0. The request ends
+  // before commit() could append the id. (Without a `logprobs` output only the id is checked.)
+  for (int64_t r = 0; r < S; ++r) {
+    if (!plan.samples[size_t(r)]) continue;
+    const float lp = logprobs != nullptr ? logprobs[r] : 0.0f;
+    if (next[r] >= 0 && next[r] < vocab_ && std::isfinite(lp)) continue;
+    const int32_t seq = row_seq_[r];
+    failures_[seq] = Failure{next[r], lp, sample_position_[r]};
+    reasons_[seq] = FinishReason::Failed;
+    scheduler_.finish(seq);
+  }
   // Padding rows of the plan (beyond S) are ignored by commit; give it the live rows' ids.
   scheduler_.commit(Span<const int32_t>(next, size_t(S)));
   int32_t count = 0;
@@ -273,6 +300,10 @@ Result<Span<const TokenEvent>> Engine::step(ErrorContext* ctx) {
     e.token = next[r];
     e.logprob = logprobs != nullptr ? logprobs[r] : std::numeric_limits<float>::quiet_NaN();
     e.finished = FinishReason::None;
+    if (reasons_[seq] == FinishReason::Failed) {
+      e.finished = FinishReason::Failed;
+      continue;
+    }
     bool eos = false;
     for (int32_t i = 0; i < eos_count_ && !configs_[seq].ignore_eos; ++i) eos = eos || next[r] == eos_[i];
     if (eos) {
@@ -283,6 +314,22 @@ Result<Span<const TokenEvent>> Engine::step(ErrorContext* ctx) {
     }
   }
   return Span<const TokenEvent>(events_, size_t(count));
+}
+
+Status Engine::failure(int32_t seq, ErrorContext* ctx) const {
+  if (reasons_ == nullptr || seq < 0 || seq >= limits_.max_requests || reasons_[seq] != FinishReason::Failed) {
+    return Status::ok();
+  }
+  const Failure& f = failures_[seq];
+  if (f.id < 0 || f.id >= vocab_) {
+    return EMBER_FAIL(ctx, Error::InvalidProgram,
+                      "engine: request %d: the step returned id %d for generated token %d, outside [0, vocab_size %d)",
+                      seq, f.id, f.position, vocab_);
+  }
+  return EMBER_FAIL(ctx, Error::InvalidProgram,
+                    "engine: request %d: generated token %d has log-probability %g: the step's logits are not finite "
+                    "(NaN or Inf in the weights or activations)",
+                    seq, f.position, static_cast<double>(f.logprob));
 }
 
 Span<const float> Engine::logits(int32_t seq) const {

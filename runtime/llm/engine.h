@@ -28,22 +28,27 @@
 
 namespace ember::llm {
 
+// Engine::add() refuses, with InvalidArgument naming the field and its value, every value outside
+// the ranges below (NaN included): nothing is silently replaced by a default.
 struct GenerationConfig {
-  int32_t max_new_tokens = 128;
-  float temperature = 0.0f;         // 0: greedy
-  int32_t top_k = 0;                // <= 0: off
-  float top_p = 1.0f;               // >= 1: off
-  float repetition_penalty = 1.0f;  // 1: off; else over the prompt and the generated tokens (HF)
+  int32_t max_new_tokens = 128;     // >= 1; generation also ends at the context (FinishReason::Length)
+  float temperature = 0.0f;         // finite, >= 0; 0: greedy
+  int32_t top_k = 0;                // >= 0; 0: off
+  float top_p = 1.0f;               // in (0, 1]; 1: off
+  float repetition_penalty = 1.0f;  // finite, > 0; 1: off; else over the prompt and the generated tokens (HF)
   int32_t seed = 0;                 // the Philox key; draw i of the sequence uses counter i
   bool ignore_eos = false;
 };
 
-enum class FinishReason : uint8_t { None = 0, Eos = 1, Length = 2, Stop = 3, Cancelled = 4 };
+// Failed: the step's output for the request was unusable (a sampled row whose log-probability is
+// not finite, i.e. its logits are NaN or infinite, or an id outside the vocabulary); the request
+// ends without that token and Engine::failure() says why.
+enum class FinishReason : uint8_t { None = 0, Eos = 1, Length = 2, Stop = 3, Cancelled = 4, Failed = 5 };
 const char* to_string(FinishReason reason);
 
 struct TokenEvent {
   int32_t seq = -1;
-  int32_t token = 0;
+  int32_t token = 0;     // with FinishReason::Failed: the step's unusable id (not appended)
   float logprob = 0.0f;  // NaN when the step method has no `logprobs` output (has_logprobs())
   FinishReason finished = FinishReason::None;  // None: the sequence goes on
 };
@@ -71,12 +76,18 @@ class Engine {
               Span<const int32_t> eos_ids, Span<uint8_t> memory, ErrorContext* ctx = nullptr);
 
   // A new request. Errors: InvalidArgument (empty prompt, a prompt that leaves no room for one new
-  // token in the context, an id outside the vocabulary, bad sampling parameters), OutOfMemory (no
-  // request slot).
+  // token in the context, an id outside the vocabulary, a GenerationConfig field out of its range:
+  // the message names the field and the value), OutOfMemory (no request slot).
   Result<int32_t> add(Span<const int32_t> prompt, const GenerationConfig& config, ErrorContext* ctx = nullptr);
   bool has_work() const { return scheduler_.has_work(); }
   // One execute() of `step`; the events of the tokens it sampled (valid until the next step()).
+  // A request whose sampled row is unusable (see FinishReason::Failed) ends with a Failed event; the
+  // other rows go on. Errors: those of Method::execute, and Internal if the scheduler planned nothing
+  // although requests wait (it guarantees progress: a bug).
   Result<Span<const TokenEvent>> step(ErrorContext* ctx = nullptr);
+  // Why a request ended with FinishReason::Failed: InvalidProgram naming the request, the generated
+  // token's index and the step's id and log-probability. Ok for any other request.
+  Status failure(int32_t seq, ErrorContext* ctx = nullptr) const;
 
   // Stops a sequence (its blocks are freed at once); finish() marks it done with `reason` (a stop
   // string, say). Both keep its tokens readable until release().
@@ -87,6 +98,7 @@ class Engine {
   Span<const int32_t> tokens(int32_t seq) const { return scheduler_.tokens(seq); }
   int32_t prompt_length(int32_t seq) const { return scheduler_.prompt_length(seq); }
   const Scheduler& scheduler() const { return scheduler_; }
+  const BlockAllocator& blocks() const { return blocks_; }
   const StepStats& last_step() const { return stats_; }
   // The logits [vocab] the last step computed for `seq` (before the repetition penalty); empty when
   // the sequence was not in that step, or always when the step method has no `logits` output (the
@@ -107,8 +119,14 @@ class Engine {
   int32_t vocab_ = 0;
   int32_t eos_[kMaxEos] = {};
   int32_t eos_count_ = 0;
+  struct Failure {
+    int32_t id = 0;
+    float logprob = 0.0f;
+    int32_t position = 0;  // the generated token's index
+  };
   GenerationConfig* configs_ = nullptr;   // [max_requests]
   FinishReason* reasons_ = nullptr;       // [max_requests]
+  Failure* failures_ = nullptr;           // [max_requests], for FinishReason::Failed
   // Per-row step inputs [max_seqs] and the history [max_seqs, max_context].
   float* temperature_ = nullptr;
   int32_t* top_k_ = nullptr;

@@ -1,5 +1,6 @@
 #include "runtime/llm/scheduler.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include "runtime/core/error.h"
@@ -22,7 +23,8 @@ size_t Scheduler::memory_bytes(const SchedulerLimits& l) {
   const size_t r = size_t(l.max_requests), s = size_t(l.max_seqs), t = size_t(l.max_tokens);
   const size_t blocks = size_t(l.max_context / l.block_size);
   return 8 + align8(r * sizeof(Seq)) + align8(r * size_t(l.max_context) * 4) + align8(r * blocks * 4) +
-         3 * align8(t * 4) + align8(s * blocks * 4) + 3 * align8(s * 4) + align8((s + 1) * 4) + align8(s);
+         3 * align8(t * 4) + align8(s * blocks * 4) + 3 * align8(s * 4) + align8((s + 1) * 4) + align8(s) +
+         align8(r * 4);
 }
 
 Status Scheduler::init(const SchedulerLimits& l, BlockAllocator& blocks, Span<uint8_t> memory, ErrorContext* error) {
@@ -65,6 +67,7 @@ Status Scheduler::init(const SchedulerLimits& l, BlockAllocator& blocks, Span<ui
   plan_seq_ids_ = reinterpret_cast<int32_t*>(take(s * 4));
   plan_query_start_ = reinterpret_cast<int32_t*>(take((s + 1) * 4));
   plan_samples_ = take(s);
+  order_ = reinterpret_cast<int32_t*>(take(r * 4));
   plan_.token_ids = Span<const int32_t>(plan_tokens_, t);
   plan_.positions = Span<const int32_t>(plan_positions_, t);
   plan_.slot_mapping = Span<const int32_t>(plan_slots_, t);
@@ -158,12 +161,11 @@ void Scheduler::preempt(int32_t seq) {
   free_blocks(seq);
   seqs_[seq].state = SeqState::Waiting;
   seqs_[seq].admitted = -1;
-  seqs_[seq].preempted_in = round_;
   ++preemptions_;
 }
 
 // A new (or preempted) sequence takes the published blocks that match its leading full blocks.
-void Scheduler::reuse_prefix(int32_t seq) {
+int32_t Scheduler::reuse_prefix(int32_t seq) {
   Seq& q = seqs_[seq];
   const int32_t bs = limits_.block_size;
   const int32_t* toks = tokens_ + size_t(seq) * size_t(limits_.max_context);
@@ -179,7 +181,7 @@ void Scheduler::reuse_prefix(int32_t seq) {
   q.published = q.block_count;
   q.last_hash = parent;
   q.computed = q.block_count * bs;
-  prefix_hit_tokens_ += q.computed;
+  return q.computed;
 }
 
 void Scheduler::publish_full_blocks(int32_t seq) {
@@ -195,83 +197,75 @@ void Scheduler::publish_full_blocks(int32_t seq) {
   }
 }
 
-StepPlan Scheduler::schedule() {
-  ++round_;
-  const int32_t S = limits_.max_seqs, T = limits_.max_tokens;
-  int32_t rows = 0, budget = T;
-  for (int32_t i = 0; i < limits_.max_requests; ++i) seqs_[i].scheduled = 0;
-  // (1) Decodes: running sequences whose known tokens are all computed but the last.
+// The waiting sequence that arrived first becomes running when the free blocks (after its prefix
+// cache hits) hold all its known tokens; its first chunk is scheduled. 0 when none waits or it does
+// not fit (then it holds nothing and keeps waiting).
+int32_t Scheduler::admit_waiting(int32_t budget) {
+  int32_t pick = -1;
   for (int32_t i = 0; i < limits_.max_requests; ++i) {
+    if (seqs_[i].state == SeqState::Waiting && (pick < 0 || seqs_[i].arrival < seqs_[pick].arrival)) pick = i;
+  }
+  if (pick < 0) return 0;
+  Seq& q = seqs_[pick];
+  const int32_t bs = limits_.block_size;
+  const int32_t hits = reuse_prefix(pick);
+  const int32_t missing = (q.len + bs - 1) / bs - q.block_count;
+  if (missing > blocks_->free_count()) {
+    free_blocks(pick);  // the prefix hits go back (still published)
+    return 0;
+  }
+  q.state = SeqState::Running;
+  q.admitted = clock_++;
+  prefix_hit_tokens_ += hits;
+  const int32_t n = q.len - q.computed < budget ? q.len - q.computed : budget;
+  const bool fits = ensure_blocks(pick, q.computed + n);
+  EMBER_DCHECK(fits);
+  (void)fits;
+  q.scheduled = n;
+  return n;
+}
+
+StepPlan Scheduler::schedule() {
+  const int32_t S = limits_.max_seqs, T = limits_.max_tokens, bs = limits_.block_size;
+  int32_t rows = 0, budget = T, running = 0;
+  bool preempted = false;
+  for (int32_t i = 0; i < limits_.max_requests; ++i) {
+    seqs_[i].scheduled = 0;
+    if (seqs_[i].state == SeqState::Running) order_[running++] = i;
+  }
+  std::sort(order_, order_ + running, [this](int32_t a, int32_t b) { return seqs_[a].admitted < seqs_[b].admitted; });
+  // (1) Running sequences by priority: a decode token, or the next prompt chunk.
+  for (int32_t k = 0; k < running && rows < S && budget > 0; ++k) {
+    const int32_t i = order_[k];
     Seq& q = seqs_[i];
-    if (q.state != SeqState::Running || q.computed != q.len - 1) continue;
-    if (rows == S || budget == 0) break;
-    while (!ensure_blocks(i, q.len)) {
-      // Preempt the latest admitted running sequence (possibly this one).
+    if (q.state != SeqState::Running) continue;  // preempted for a higher-priority sequence
+    const int32_t want = q.len - q.computed < budget ? q.len - q.computed : budget;
+    int32_t n = 0;
+    for (;;) {
+      ensure_blocks(i, q.computed + want);  // keeps the blocks it got when not all are free
+      n = q.block_count * bs - q.computed;
+      if (n > want) n = want;
+      if (n >= 1) break;
+      // Not one token fits: preempt the lowest-priority running sequence below this one. The
+      // highest-priority sequence always ends here with a token: the others hold every block it
+      // lacks, and it needs at most one context.
       int32_t victim = -1;
-      for (int32_t j = 0; j < limits_.max_requests; ++j) {
-        if (seqs_[j].state == SeqState::Running && seqs_[j].block_count > 0 &&
-            (victim < 0 || seqs_[j].admitted > seqs_[victim].admitted)) {
-          victim = j;
-        }
+      for (int32_t j = running - 1; j > k && victim < 0; --j) {
+        if (seqs_[order_[j]].state == SeqState::Running) victim = order_[j];
       }
       if (victim < 0) break;
-      if (seqs_[victim].scheduled > 0) {  // already in this plan: take it back out
-        budget += seqs_[victim].scheduled;
-        --rows;
-        seqs_[victim].scheduled = 0;
-      }
       preempt(victim);
-      if (victim == i) break;
+      preempted = true;
     }
-    if (q.state != SeqState::Running || q.block_count * limits_.block_size < q.len) continue;
-    q.scheduled = 1;
-    ++rows;
-    --budget;
-  }
-  // (2) Prompts (new, preempted, or mid-prefill), oldest first.
-  while (rows < S && budget > 0) {
-    int32_t pick = -1;
-    for (int32_t i = 0; i < limits_.max_requests; ++i) {
-      const Seq& q = seqs_[i];
-      const bool prefill = (q.state == SeqState::Waiting) || (q.state == SeqState::Running && q.computed < q.len - 1);
-      if (!prefill || q.scheduled > 0 || q.preempted_in == round_) continue;
-      if (pick < 0 || q.arrival < seqs_[pick].arrival) pick = i;
-    }
-    if (pick < 0) break;
-    Seq& q = seqs_[pick];
-    if (q.state == SeqState::Waiting) {
-      reuse_prefix(pick);
-      q.state = SeqState::Running;
-      q.admitted = clock_++;
-    }
-    const int32_t want = q.len - q.computed;
-    int32_t n = want < budget ? want : budget;
-    // As many tokens as blocks allow.
-    while (n > 0 && !ensure_blocks(pick, q.computed + n)) n = (q.block_count * limits_.block_size) - q.computed;
-    if (n <= 0) {
-      // Not one token fits: preempt the latest admitted other sequence holding blocks and retry;
-      // with none left, this one waits (keeping nothing).
-      int32_t victim = -1;
-      for (int32_t j = 0; j < limits_.max_requests; ++j) {
-        if (j != pick && seqs_[j].state == SeqState::Running && seqs_[j].block_count > 0 &&
-            (victim < 0 || seqs_[j].admitted > seqs_[victim].admitted)) {
-          victim = j;
-        }
-      }
-      if (victim >= 0) {
-        if (seqs_[victim].scheduled > 0) {
-          budget += seqs_[victim].scheduled;
-          --rows;
-          seqs_[victim].scheduled = 0;
-        }
-        preempt(victim);
-        continue;
-      }
-      preempt(pick);
-      --preemptions_;  // not a preemption: it never ran
-      break;
-    }
+    if (n < 1) continue;  // the lowest-priority one keeps its blocks and waits for a free one
     q.scheduled = n;
+    ++rows;
+    budget -= n;
+  }
+  // (2) Waiting sequences, first come first served, unless this step is short of blocks.
+  while (!preempted && rows < S && budget > 0) {
+    const int32_t n = admit_waiting(budget);
+    if (n == 0) break;
     ++rows;
     budget -= n;
   }

@@ -11,13 +11,25 @@
 //     sched.commit(next_ids);                // appends sampled tokens, finishes / publishes blocks
 //   }
 //
-// Policy, per step: (1) every running sequence that has finished its prompt decodes one token; when
-// its next token needs a block and none is free, the most recently admitted running sequence is
-// preempted (its blocks released, its tokens kept: it is recomputed later, prompt + generated so
-// far). (2) The remaining token budget goes to prompts, oldest first, in chunks (chunked prefill),
-// while sequence rows and blocks last. A new sequence first looks its prompt's full blocks up in the
-// prefix cache (BlockAllocator::lookup) and skips computing the ones found (never the last token:
-// its logits are needed). Full blocks are published after the step that computed them.
+// Policy, per step. Priority is admission order: the sequence admitted first comes first.
+//  (1) Running sequences, in priority order, each get one decode token or their next prompt chunk
+//      (chunked prefill: as many tokens as the step's budget allows). When the blocks for it are
+//      not free, a prompt chunk shrinks to what the free blocks hold; when not even one token fits,
+//      the lowest-priority running sequence (the most recently admitted) is preempted: its blocks go
+//      back to the pool, its tokens are kept, and it waits to be recomputed later (prompt +
+//      generated so far). A sequence never preempts one admitted before it.
+//  (2) With token budget and sequence rows left and no preemption in this step, waiting sequences
+//      (new or preempted) are admitted in arrival order while the free blocks hold everything they
+//      know (prompt + generated); the first that does not fit stops admission (first come, first
+//      served). An admitted sequence first looks its leading full blocks up in the prefix cache
+//      (BlockAllocator::lookup) and skips computing the ones found (never the block holding the
+//      last token: its logits are needed). Full blocks are published after the step that computed
+//      them.
+// Forward progress: the pool holds at least one context (init), waiting sequences hold no blocks,
+// and the highest-priority running sequence can take every block the others hold, so every
+// schedule() with waiting or running work plans at least one token (and only the highest-priority
+// sequence is never preempted, so every request ends). A prompt that cannot fit the context is
+// refused by add().
 //
 // Padding (DESIGN §6): the plan is always [max_tokens] tokens and [max_seqs] rows; token rows past
 // the scheduled ones have slot -1 and position 0, sequence rows past the live ones have query length
@@ -65,13 +77,14 @@ class Scheduler {
   static size_t memory_bytes(const SchedulerLimits& limits);
 
   // `blocks` must hold at least one full context (max_context / block_size blocks): with fewer, a
-  // long sequence could never run.
+  // long sequence could never run (InvalidArgument naming both counts).
   Status init(const SchedulerLimits& limits, BlockAllocator& blocks, Span<uint8_t> memory,
               ErrorContext* error = nullptr);
 
-  // A new sequence with `prompt` (copied) that may generate up to max_new_tokens tokens. Errors:
-  // an empty prompt, a prompt longer than max_context - 1 (InvalidArgument, naming both lengths),
-  // no free request slot (OutOfMemory).
+  // A new sequence with `prompt` (copied) that may generate up to max_new_tokens tokens (it also
+  // ends when it reaches max_context tokens). Errors: an empty prompt, a prompt of max_context
+  // tokens or more (it leaves no room for a generated token; InvalidArgument naming both lengths),
+  // max_new_tokens < 1 (InvalidArgument), no free request slot (OutOfMemory).
   Result<int32_t> add(Span<const int32_t> prompt, int32_t max_new_tokens, ErrorContext* error = nullptr);
   // Stops a sequence now: its blocks are released; its tokens stay readable until release().
   void cancel(int32_t seq);
@@ -81,6 +94,7 @@ class Scheduler {
   void finish(int32_t seq);
 
   bool has_work() const;
+  // The next step's plan. Plans at least one token whenever has_work() (see the policy above).
   StepPlan schedule();
   // next_ids[row] for the plan's rows (padding rows ignored); sequences whose plan row sampled get
   // the token appended, and finish when they reach max_new_tokens or max_context.
@@ -90,6 +104,13 @@ class Scheduler {
   // The sequence's tokens: prompt then generated.
   Span<const int32_t> tokens(int32_t seq) const;
   int32_t prompt_length(int32_t seq) const { return seqs_[seq].prompt_len; }
+  // The KV blocks the sequence holds now (running: those of its computed and scheduled tokens; empty
+  // when waiting or ended). Valid until the next schedule(), cancel(), finish() or release().
+  Span<const int32_t> block_table(int32_t seq) const {
+    return Span<const int32_t>(tables_ + size_t(seq) * size_t(max_blocks_), size_t(seqs_[seq].block_count));
+  }
+  // Tokens whose K/V are in the cache (running sequences; 0 otherwise).
+  int32_t computed(int32_t seq) const { return seqs_[seq].computed; }
   int32_t generated(int32_t seq) const { return seqs_[seq].len - seqs_[seq].prompt_len; }
   int32_t preemptions() const { return preemptions_; }
   int32_t prefix_hit_tokens() const { return prefix_hit_tokens_; }
@@ -106,13 +127,13 @@ class Scheduler {
     int32_t max_new = 0;
     int64_t admitted = -1;               // admission order (preemption picks the latest)
     int64_t arrival = 0;
-    int64_t preempted_in = -1;           // the schedule() call that preempted it (not re-admitted then)
     uint64_t last_hash = 0;              // chain hash of the last published block
   };
   bool ensure_blocks(int32_t seq, int32_t tokens);  // blocks for positions [0, tokens)
   void free_blocks(int32_t seq);
   void preempt(int32_t seq);
-  void reuse_prefix(int32_t seq);
+  int32_t reuse_prefix(int32_t seq);  // returns the tokens found in the prefix cache
+  int32_t admit_waiting(int32_t budget);  // phase (2) for one sequence; its tokens, 0 when none fits
   void publish_full_blocks(int32_t seq);
   int32_t* table(int32_t seq) { return tables_ + size_t(seq) * size_t(max_blocks_); }
 
@@ -131,9 +152,9 @@ class Scheduler {
   int32_t* plan_logits_ = nullptr;
   int32_t* plan_seq_ids_ = nullptr;
   uint8_t* plan_samples_ = nullptr;
+  int32_t* order_ = nullptr;           // [max_requests]: running sequences by priority (schedule())
   StepPlan plan_{};
   int64_t clock_ = 0;
-  int64_t round_ = 0;                  // schedule() calls
   int32_t preemptions_ = 0;
   int32_t prefix_hit_tokens_ = 0;
 };

@@ -124,5 +124,63 @@ grep -q "expected f32, f16, bf16 or fp8" "$T/err" || fail "--kv-dtype f64: $(cat
 "$EXPORTER" --example mlp -o "$T/x.pte" --max-seqs 4 >/dev/null 2>"$T/err" && fail "--max-seqs accepted for an example"
 grep -q "applies to Hugging Face checkpoint folders only" "$T/err" || fail "--max-seqs on an example: $(cat "$T/err")"
 
+# Issue 14: KV pools that cannot hold every running sequence. Each run is bounded by `timeout`
+# (and the ctest TIMEOUT): a livelock fails instead of hanging.
+"$EXPORTER" "$CK/llama_f32" -o "$T/small.pte" --max-seqs 4 --max-tokens 32 --max-context 128 --block-size 16 >/dev/null
+"$EXPORTER" "$CK/qwen2_f32" -o "$T/tiny_steps.pte" --max-seqs 2 --max-tokens 8 --max-context 128 --block-size 16 >/dev/null
+# Three ~80-token prompts, 100 new tokens each, one context of KV (8 blocks): used to loop forever.
+cat >"$T/long3.txt" <<'PROMPTS'
+gamma kappa beta epsilon beta theta theta theta lambda eta delta beta theta alpha eta eta kappa alpha mu theta epsilon mu
+delta kappa beta zeta alpha alpha alpha lambda iota alpha eta lambda delta eta mu alpha iota delta theta theta iota delta
+zeta delta lambda delta theta epsilon alpha eta iota lambda beta gamma lambda mu epsilon beta mu zeta mu mu iota eta
+PROMPTS
+expect_ok timeout 120 "$RUNNER" --program "$T/small.pte" --prompts-file "$T/long3.txt" --kv-blocks 8 --max-new-tokens 100 --ignore-eos
+# Each runs to the end of its context (128 tokens, its prompt included).
+for i in 1 2 3; do
+  n=$(sed -n "s/^\[$i\] \([0-9]*\) tokens, finished: length$/\1/p" "$T/err")
+  p=$("$RUNNER" --program "$T/small.pte" --encode "$(sed -n ${i}p "$T/long3.txt")" | wc -w)
+  [ -n "$n" ] && [ $((n + p)) -eq 128 ] || fail "long prompts: [$i] ($p prompt tokens): $(cat "$T/err")"
+done
+# Two 84-token prompts, 8 tokens a step: used to fail with "the scheduler planned nothing".
+cat >"$T/two84.txt" <<'PROMPTS'
+delta kappa iota gamma zeta kappa theta lambda kappa beta kappa alpha theta epsilon iota delta delta mu theta iota iot
+lambda epsilon eta iota eta kappa zeta iota kappa eta kappa delta zeta lambda alpha epsilon kappa lambda mu gam
+PROMPTS
+[ "$("$RUNNER" --program "$T/tiny_steps.pte" --encode "$(head -1 "$T/two84.txt")" | wc -w)" -eq 84 ] || fail "two84: the first prompt is not 84 tokens"
+expect_ok timeout 120 "$RUNNER" --program "$T/tiny_steps.pte" --prompts-file "$T/two84.txt" --kv-blocks 8 --max-new-tokens 20 --ignore-eos
+for i in 1 2; do grep -q "^\[$i\] 20 tokens, finished: length" "$T/err" || fail "two 84-token prompts: [$i]: $(cat "$T/err")"; done
+
+# The LLM flags: one error line naming the flag and the value, never a silent default.
+P=(--program "$T/llama_f32.pte" --prompt hi --max-new-tokens 2)
+expect_error "temperature -1" "runner: error: --temperature -1: must be finite and >= 0" "$RUNNER" "${P[@]}" --temperature -1
+expect_error "temperature nan" "runner: error: --temperature nan: must be finite and >= 0" "$RUNNER" "${P[@]}" --temperature nan
+expect_error "temperature inf" "runner: error: --temperature inf: must be finite" "$RUNNER" "${P[@]}" --temperature inf
+expect_error "temperature 1e99" "runner: error: --temperature 1e99: must be finite" "$RUNNER" "${P[@]}" --temperature 1e99
+expect_error "temperature 0.5x" "runner: error: --temperature '0.5x': not a number" "$RUNNER" "${P[@]}" --temperature 0.5x
+expect_error "top-p nan" "runner: error: --top-p nan: must be in (0, 1\]" "$RUNNER" "${P[@]}" --top-p nan
+expect_error "top-p -0.5" "runner: error: --top-p -0.5: must be in (0, 1\]" "$RUNNER" "${P[@]}" --top-p -0.5
+expect_error "top-p 0" "runner: error: --top-p 0: must be in (0, 1\]" "$RUNNER" "${P[@]}" --top-p 0
+expect_error "top-p 1.01" "runner: error: --top-p 1.01: must be in (0, 1\]" "$RUNNER" "${P[@]}" --top-p 1.01
+expect_error "top-k -3" "runner: error: --top-k -3: must be in \[0, 2147483647\] (0 = off)" "$RUNNER" "${P[@]}" --top-k -3
+expect_error "top-k 1.5" "runner: error: --top-k '1.5': not an integer" "$RUNNER" "${P[@]}" --top-k 1.5
+expect_error "top-k overflow" "runner: error: --top-k 99999999999: must be in" "$RUNNER" "${P[@]}" --top-k 99999999999
+expect_error "repetition-penalty nan" "runner: error: --repetition-penalty nan: must be finite and > 0" "$RUNNER" "${P[@]}" --repetition-penalty nan
+expect_error "repetition-penalty 0" "runner: error: --repetition-penalty 0: must be finite and > 0" "$RUNNER" "${P[@]}" --repetition-penalty 0
+expect_error "kv-blocks 0" "runner: error: --kv-blocks 0: must be in \[1, 2147483647\]" "$RUNNER" "${P[@]}" --kv-blocks 0
+expect_error "kv-blocks -4" "runner: error: --kv-blocks -4: must be in" "$RUNNER" "${P[@]}" --kv-blocks -4
+expect_error "kv-blocks 8x" "runner: error: --kv-blocks '8x': not an integer" "$RUNNER" "${P[@]}" --kv-blocks 8x
+expect_error "max-new-tokens 0" "runner: error: --max-new-tokens 0: must be in \[1, 2147483647\]" "$RUNNER" --program "$T/llama_f32.pte" --prompt hi --max-new-tokens 0
+expect_error "max-new-tokens overflow" "runner: error: --max-new-tokens 99999999999: must be in" "$RUNNER" --program "$T/llama_f32.pte" --prompt hi --max-new-tokens 99999999999
+expect_error "max-new-tokens empty" "runner: error: --max-new-tokens '': not an integer" "$RUNNER" --program "$T/llama_f32.pte" --prompt hi --max-new-tokens ""
+expect_error "empty prompt" "runner: error: --prompt is empty" "$RUNNER" --program "$T/llama_f32.pte" --prompt ""
+expect_error "empty prompts-file name" "runner: error: --prompts-file is empty" "$RUNNER" --program "$T/llama_f32.pte" --prompts-file ""
+printf '\n\n' >"$T/blank.txt"
+expect_error "blank prompts file" "runner: error: --prompts-file: .* has no prompts" "$RUNNER" --program "$T/llama_f32.pte" --prompts-file "$T/blank.txt"
+# Boundary values are accepted; empty lines between prompts are skipped.
+expect_ok "$RUNNER" "${P[@]}" --temperature 0 --top-k 0 --top-p 1 --repetition-penalty 1 --kv-blocks 8
+printf 'one\n\ntwo\n' >"$T/gap.txt"
+expect_ok "$RUNNER" --program "$T/llama_f32.pte" --prompts-file "$T/gap.txt" --max-new-tokens 2 --ignore-eos
+grep -q "^\[2\] 2 tokens" "$T/err" && ! grep -q "^\[3\]" "$T/err" || fail "empty line not skipped: $(cat "$T/err")"
+
 if [ $failures -ne 0 ]; then echo "$failures failure(s)"; exit 1; fi
 echo "runner LLM: all checks passed"

@@ -1,5 +1,6 @@
 #include "tools/runner/llm_runner.h"
 
+#include <cmath>
 #include <cstdio>
 #include <fstream>
 #include <optional>
@@ -229,6 +230,18 @@ int run_llm(const Options& o) {
                               : view.generation.has_repetition_penalty ? view.generation.repetition_penalty : 1.0f;
   config.seed = static_cast<int32_t>(o.seed);
   config.ignore_eos = o.ignore_eos;
+  // The flags were checked when parsed (main.cc); what comes from the program's
+  // generation_config.json must be usable too.
+  auto refuse_default = [](const char* field, double value, const char* flag) {
+    fail(std::string("the program's generation_config.json ") + field + " " + std::to_string(value) +
+         " is out of range; pass " + flag);
+  };
+  if (!(config.temperature >= 0.0f && std::isfinite(config.temperature))) refuse_default("temperature", config.temperature, "--temperature");
+  if (config.top_k < 0) refuse_default("top_k", config.top_k, "--top-k");
+  if (!(config.top_p > 0.0f && config.top_p <= 1.0f)) refuse_default("top_p", config.top_p, "--top-p");
+  if (!(config.repetition_penalty > 0.0f && std::isfinite(config.repetition_penalty))) {
+    refuse_default("repetition_penalty", config.repetition_penalty, "--repetition-penalty");
+  }
   for (size_t i = 0; i < requests.size(); ++i) {
     Result<int32_t> seq = engine.add(Span<const int32_t>(requests[i].ids.data(), requests[i].ids.size()), config, &ctx);
     if (!seq.is_ok()) fail(seq.status(), ctx, "prompt " + std::to_string(i + 1));
@@ -266,7 +279,12 @@ int run_llm(const Options& o) {
     }
     decode_tokens += st.decode_tokens;
     for (const llm::TokenEvent& e : events.value()) {
-      Request& r = requests[static_cast<size_t>(seq_request[static_cast<size_t>(e.seq)])];
+      const int32_t index = seq_request[static_cast<size_t>(e.seq)];
+      Request& r = requests[static_cast<size_t>(index)];
+      if (e.finished == llm::FinishReason::Failed) {  // non-finite logits: no token to show
+        ErrorContext why;
+        fail(engine.failure(e.seq, &why), why, "prompt " + std::to_string(index + 1));
+      }
       ++r.generated;
       if (e.finished == llm::FinishReason::Eos) continue;  // the EOS token is not shown
       if (e.token >= static_cast<int32_t>(tokenizer.token_count())) {

@@ -2,9 +2,12 @@
 #include <CLI/CLI.hpp>
 
 #include <algorithm>
+#include <cctype>
+#include <cerrno>
 #include <cinttypes>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <random>
@@ -426,10 +429,71 @@ int run_program(const Options& o) {
   return 0;
 }
 
+// The LLM flags' numbers, parsed strictly: the whole text must be a number in the flag's range, or
+// one error line names the flag and the value (never a silent default). The ranges are
+// GenerationConfig's (runtime/llm/engine.h).
+struct LlmNumberFlags {
+  std::string max_new_tokens, temperature, top_k, top_p, repetition_penalty, kv_blocks;
+};
+
+int64_t parse_int_flag(const char* flag, const std::string& text, int64_t lo, int64_t hi, const char* rule) {
+  errno = 0;
+  char* end = nullptr;
+  const long long v = std::strtoll(text.c_str(), &end, 10);
+  if (text.empty() || end != text.c_str() + text.size() || std::isspace(static_cast<unsigned char>(text[0]))) {
+    fail(std::string(flag) + " '" + text + "': not an integer");
+  }
+  if (errno == ERANGE || v < lo || v > hi) fail(std::string(flag) + " " + text + ": " + rule);
+  return v;
+}
+
+float parse_float_flag(const char* flag, const std::string& text, bool (*ok)(float), const char* rule) {
+  errno = 0;
+  char* end = nullptr;
+  const float v = std::strtof(text.c_str(), &end);
+  if (text.empty() || end != text.c_str() + text.size() || std::isspace(static_cast<unsigned char>(text[0]))) {
+    fail(std::string(flag) + " '" + text + "': not a number");
+  }
+  if ((errno == ERANGE && std::isinf(v)) || !ok(v)) fail(std::string(flag) + " " + text + ": " + rule);
+  return v;
+}
+
+// Fills o from the flags that were given; the others keep their "program default" value.
+void apply_llm_flags(const CLI::App& app, const LlmNumberFlags& f, Options* o) {
+  constexpr int64_t kInt32Max = 2147483647;
+  if (app.count("--prompt") > 0 && o->prompt.empty()) fail("--prompt is empty");
+  if (app.count("--prompts-file") > 0 && o->prompts_file.empty()) fail("--prompts-file is empty");
+  if (app.count("--max-new-tokens") > 0) {
+    o->max_new_tokens = static_cast<int>(
+        parse_int_flag("--max-new-tokens", f.max_new_tokens, 1, kInt32Max, "must be in [1, 2147483647]"));
+  }
+  if (app.count("--top-k") > 0) {
+    o->top_k = static_cast<int>(parse_int_flag("--top-k", f.top_k, 0, kInt32Max, "must be in [0, 2147483647] (0 = off)"));
+  }
+  if (app.count("--kv-blocks") > 0) {
+    o->kv_blocks = parse_int_flag("--kv-blocks", f.kv_blocks, 1, kInt32Max, "must be in [1, 2147483647]");
+  }
+  if (app.count("--temperature") > 0) {
+    o->temperature = parse_float_flag("--temperature", f.temperature,
+                                      [](float v) { return std::isfinite(v) && v >= 0.0f; },
+                                      "must be finite and >= 0 (0 = greedy)");
+  }
+  if (app.count("--top-p") > 0) {
+    o->top_p = parse_float_flag("--top-p", f.top_p, [](float v) { return v > 0.0f && v <= 1.0f; },
+                                "must be in (0, 1] (1 = off)");
+  }
+  if (app.count("--repetition-penalty") > 0) {
+    o->repetition_penalty = parse_float_flag("--repetition-penalty", f.repetition_penalty,
+                                             [](float v) { return std::isfinite(v) && v > 0.0f; },
+                                             "must be finite and > 0 (1 = off)");
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   Options o;
+  LlmNumberFlags llm_numbers;
   CLI::App app{"runner: load an Ember program (.pte) and run it"};
   app.set_version_flag("--version", std::string("runner (Ember) ") + kVersion + ", program format " +
                                         std::to_string(kFormatMajor) + "." + std::to_string(kFormatMinor));
@@ -451,18 +515,22 @@ int main(int argc, char** argv) {
   app.add_flag("--verbose", o.verbose, "Log load details (fallbacks, ...)");
   app.add_option("--profile", o.profile, "Write per-instruction timings as a Chrome trace (JSON) and print a per-op summary");
   // LLM programs (exported from a Hugging Face checkpoint folder).
-  app.add_option("--prompt", o.prompt, "LLM: generate from this prompt, streaming the text; prints prefill and decode tokens/s");
-  app.add_option("--prompts-file", o.prompts_file, "LLM: one prompt per line, run concurrently (continuous batching)");
+  app.add_option("--prompt", o.prompt, "LLM: generate from this prompt (not empty), streaming the text; prints prefill and decode tokens/s");
+  app.add_option("--prompts-file", o.prompts_file,
+                 "LLM: one prompt per line (empty lines are skipped), run concurrently (continuous batching)");
   app.add_flag("--chat", o.chat, "LLM: wrap the prompt in the program's chat template (ChatML, Llama-3)");
   app.add_option("--system", o.system, "LLM: a system message for --chat");
-  app.add_option("--max-new-tokens", o.max_new_tokens, "LLM: tokens to generate at most")->capture_default_str();
-  app.add_option("--temperature", o.temperature, "LLM: 0 = greedy (default: greedy, or generation_config.json's when it samples)");
-  app.add_option("--top-k", o.top_k, "LLM: keep the k most likely tokens (0 = off)");
-  app.add_option("--top-p", o.top_p, "LLM: nucleus sampling threshold (1 = off)");
-  app.add_option("--repetition-penalty", o.repetition_penalty, "LLM: HF repetition penalty (1 = off)");
+  app.add_option("--max-new-tokens", llm_numbers.max_new_tokens,
+                 "LLM: tokens to generate at most, >= 1 (generation also ends at the context); default 128");
+  app.add_option("--temperature", llm_numbers.temperature,
+                 "LLM: finite, >= 0; 0 = greedy (default: greedy, or generation_config.json's when it samples)");
+  app.add_option("--top-k", llm_numbers.top_k, "LLM: keep the k most likely tokens, >= 0 (0 = off)");
+  app.add_option("--top-p", llm_numbers.top_p, "LLM: nucleus sampling threshold in (0, 1] (1 = off)");
+  app.add_option("--repetition-penalty", llm_numbers.repetition_penalty, "LLM: HF repetition penalty, finite, > 0 (1 = off)");
   app.add_option("--stop", o.stops, "LLM: stop when the text contains this string (repeatable, up to 8)");
   app.add_flag("--ignore-eos", o.ignore_eos, "LLM: keep generating after an EOS token");
-  app.add_option("--kv-blocks", o.kv_blocks, "LLM: KV cache blocks (default: the program's maximum)");
+  app.add_option("--kv-blocks", llm_numbers.kv_blocks,
+                 "LLM: KV cache blocks, at least one context and at most the program's maximum (the default)");
   app.add_flag("--print-ids", o.print_ids, "LLM: print the prompt and generated token ids");
   app.add_option("--tokenizer", o.tokenizer, "LLM: tokenizer.json to use instead of the program's");
   app.add_option("--encode", o.encode, "Print the token ids of TEXT (with --tokenizer or an LLM --program)");
@@ -476,6 +544,7 @@ int main(int argc, char** argv) {
   // logged only at Debug level, so --verbose (Info) adds load details without repeating them.
   set_log_level(o.verbose ? LogLevel::Info : LogLevel::Error);
   try {
+    apply_llm_flags(app, llm_numbers, &o);
     if (!o.info.empty()) return run_info(o);
     if (wants_llm(o)) return run_llm(o);
     if (o.program.empty()) {

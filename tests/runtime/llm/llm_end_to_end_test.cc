@@ -16,12 +16,15 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <limits>
 #include <map>
 #include <memory>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -421,6 +424,273 @@ TEST(LlmEndToEnd, EngineRefusesAStepMethodItCannotUse) {
     ASSERT_TRUE(events.is_ok()) << ctx.message;
     ASSERT_EQ(events.value().size(), 1u);
     EXPECT_EQ(engine.logits(seq.value()).size(), emit_logits ? size_t(p.vocab_size()) : 0u);
+  }
+}
+
+// The Engine under pressure with the real tiny qwen2: a few hundred requests (500;
+// EMBER_LLM_ENGINE_SOAK_REQUESTS sets another count) over 24 prompts that share 4 prefixes, random
+// max_new_tokens, an EOS id, stop tokens (finish() as a caller matching stop strings does),
+// cancellations, arrivals while others run, against a pool of one context (16 blocks of 4). Every
+// request ends; its greedy ids equal those of the same prompt run alone on a roomy pool (batch
+// invariance under chunked prefill, prefix reuse and preemption by recompute; cancelled ones a
+// prefix of them); the pool has every block free at the end.
+TEST(LlmEndToEnd, SoakOfHundredsOfRequestsOnAOneContextPoolMatchesAloneRuns) {
+  const char* env = std::getenv("EMBER_LLM_ENGINE_SOAK_REQUESTS");
+  const int64_t request_count = env != nullptr && std::atoll(env) > 0 ? std::atoll(env) : 500;
+  LlmProgram p("qwen2_f32", 16, /*max_tokens=*/16);
+  LlmProgram roomy("qwen2_f32", 64, /*max_tokens=*/16);
+  ASSERT_TRUE(p.method->ok()) << p.method->ctx().message;
+  ASSERT_TRUE(roomy.method->ok()) << roomy.method->ctx().message;
+  const int32_t vocab = p.vocab_size();
+  std::mt19937_64 rng(2024);
+  auto uniform = [&rng](int32_t lo, int32_t hi) { return lo + int32_t(rng() % uint64_t(hi - lo + 1)); };
+  std::vector<std::vector<int32_t>> prefixes(4), prompts;
+  for (auto& prefix : prefixes) {
+    prefix.resize(size_t(uniform(8, 30)));
+    for (int32_t& t : prefix) t = uniform(0, vocab - 1);
+  }
+  for (int i = 0; i < 24; ++i) {
+    std::vector<int32_t> prompt = prefixes[size_t(i % 4)];
+    for (int32_t k = uniform(1, 6); k > 0; --k) prompt.push_back(uniform(0, vocab - 1));
+    prompts.push_back(prompt);
+  }
+  // Alone: each prompt by itself, 12 greedy tokens, no EOS.
+  constexpr int32_t kMaxNew = 12;
+  llm::GenerationConfig alone_config;
+  alone_config.max_new_tokens = kMaxNew;
+  std::vector<std::vector<int32_t>> alone;
+  for (const auto& prompt : prompts) {
+    const Generation g = testing::generate(roomy.method->method(), roomy.limits(1), 64, vocab, {prompt}, alone_config);
+    ASSERT_EQ(g.ids.size(), 1u);
+    ASSERT_EQ(g.ids[0].size(), size_t(kMaxNew));
+    alone.push_back(g.ids[0]);
+  }
+  const int32_t eos = alone[0][3];  // an id that some continuations contain
+
+  struct Request {
+    size_t prompt = 0;
+    int32_t max_new = 0;
+    bool ignore_eos = false;
+    int32_t stop = -1;         // a stop token (-1: none)
+    int64_t cancel_after = -1;  // steps after its arrival
+    int32_t seq = -1;
+    int64_t arrived_at = 0;
+    llm::FinishReason end = llm::FinishReason::None;
+    std::vector<int32_t> ids;
+  };
+  std::vector<Request> requests(static_cast<size_t>(request_count));
+  for (Request& r : requests) {
+    r.prompt = size_t(uniform(0, int32_t(prompts.size()) - 1));
+    r.max_new = uniform(1, kMaxNew);
+    r.ignore_eos = uniform(0, 3) == 0;
+    if (uniform(0, 4) == 0) r.stop = alone[r.prompt][size_t(uniform(0, kMaxNew - 1))];
+    if (uniform(0, 9) == 0) r.cancel_after = uniform(0, 12);
+  }
+  const llm::SchedulerLimits limits = p.limits(6);
+  std::vector<uint8_t> memory(llm::Engine::memory_bytes(limits, 16));
+  llm::Engine engine;
+  ErrorContext ctx;
+  ASSERT_TRUE(engine.init(p.method->method(), limits, 16, vocab, Span<const int32_t>(&eos, 1),
+                          Span<uint8_t>(memory.data(), memory.size()), &ctx)
+                  .is_ok())
+      << ctx.message;
+  std::vector<int64_t> seq_request(size_t(limits.max_requests), -1);
+  size_t next = 0;
+  int64_t ended = 0, step = 0, live = 0;
+  auto end = [&](Request& r, llm::FinishReason reason) {
+    r.end = reason;
+    engine.release(r.seq);
+    seq_request[size_t(r.seq)] = -1;
+    --live;
+    ++ended;
+  };
+  while (ended < request_count) {
+    ASSERT_LT(step, 40 * request_count) << ended << " of " << request_count << " ended";
+    for (int32_t k = uniform(0, 2); k > 0 && next < requests.size() && live < limits.max_requests; --k) {
+      Request& r = requests[next++];
+      llm::GenerationConfig config;
+      config.max_new_tokens = r.max_new;
+      config.ignore_eos = r.ignore_eos;
+      const std::vector<int32_t>& prompt = prompts[r.prompt];
+      Result<int32_t> seq = engine.add(Span<const int32_t>(prompt.data(), prompt.size()), config, &ctx);
+      ASSERT_TRUE(seq.is_ok()) << ctx.message;
+      r.seq = seq.value();
+      r.arrived_at = step;
+      seq_request[size_t(r.seq)] = int64_t(&r - requests.data());
+      ++live;
+    }
+    for (int64_t index : std::vector<int64_t>(seq_request)) {
+      if (index < 0) continue;
+      Request& r = requests[size_t(index)];
+      if (r.cancel_after >= 0 && step - r.arrived_at == r.cancel_after) {
+        engine.cancel(r.seq);
+        end(r, llm::FinishReason::Cancelled);
+      }
+    }
+    ++step;
+    if (!engine.has_work()) continue;
+    Result<Span<const llm::TokenEvent>> events = engine.step(&ctx);
+    ASSERT_TRUE(events.is_ok()) << ctx.message;
+    for (const llm::TokenEvent& e : events.value()) {
+      Request& r = requests[size_t(seq_request[size_t(e.seq)])];
+      ASSERT_NE(e.finished, llm::FinishReason::Failed);
+      r.ids.push_back(e.token);
+      if (e.finished != llm::FinishReason::None) {
+        end(r, e.finished);
+      } else if (e.token == r.stop) {
+        engine.finish(e.seq, llm::FinishReason::Stop);
+        end(r, llm::FinishReason::Stop);
+      }
+    }
+  }
+  EXPECT_FALSE(engine.has_work());
+  EXPECT_EQ(engine.blocks().free_count(), 16);
+  int64_t counts[6] = {};
+  for (const Request& r : requests) {
+    ++counts[int(r.end)];
+    // What the request must have produced: the alone ids up to EOS, max_new or the stop token (in
+    // the order the Engine and then its caller look at a token).
+    std::vector<int32_t> want;
+    llm::FinishReason why = llm::FinishReason::Length;
+    for (int32_t t : alone[r.prompt]) {
+      want.push_back(t);
+      if (!r.ignore_eos && t == eos) {
+        why = llm::FinishReason::Eos;
+        break;
+      }
+      if (int32_t(want.size()) == r.max_new) break;
+      if (t == r.stop) {
+        why = llm::FinishReason::Stop;
+        break;
+      }
+    }
+    const size_t index = size_t(&r - requests.data());
+    if (r.end == llm::FinishReason::Cancelled) {
+      ASSERT_LE(r.ids.size(), want.size()) << "request " << index;
+      EXPECT_TRUE(std::equal(r.ids.begin(), r.ids.end(), want.begin())) << "request " << index;
+    } else {
+      EXPECT_EQ(r.ids, want) << "request " << index;
+      EXPECT_EQ(r.end, why) << "request " << index;
+    }
+  }
+  for (int e = 1; e <= 4; ++e) EXPECT_GT(counts[e], 0) << "no request ended as " << llm::to_string(llm::FinishReason(e));
+  EXPECT_GT(engine.scheduler().preemptions(), 0);
+  EXPECT_GT(engine.scheduler().prefix_hit_tokens(), 0);
+  std::printf("%lld requests in %lld steps: %lld eos, %lld length, %lld stop, %lld cancelled; %d preemptions, %d "
+              "prefix-cache tokens\n", static_cast<long long>(request_count), static_cast<long long>(step),
+              static_cast<long long>(counts[1]), static_cast<long long>(counts[2]), static_cast<long long>(counts[3]),
+              static_cast<long long>(counts[4]), engine.scheduler().preemptions(), engine.scheduler().prefix_hit_tokens());
+}
+
+// Engine::add refuses every GenerationConfig field outside its range, NaN included, naming the
+// field and the value; the boundary values are accepted.
+TEST(LlmEndToEnd, EngineRefusesGenerationConfigsOutOfRange) {
+  LlmProgram p("qwen3_f32", 16, /*max_tokens=*/8);
+  ASSERT_TRUE(p.method->ok()) << p.method->ctx().message;
+  const llm::SchedulerLimits limits = p.limits(8);
+  std::vector<uint8_t> memory(llm::Engine::memory_bytes(limits, 16));
+  llm::Engine engine;
+  ErrorContext ctx;
+  ASSERT_TRUE(engine.init(p.method->method(), limits, 16, p.vocab_size(), Span<const int32_t>(),
+                          Span<uint8_t>(memory.data(), memory.size()), &ctx)
+                  .is_ok())
+      << ctx.message;
+  const float nan = std::numeric_limits<float>::quiet_NaN(), inf = std::numeric_limits<float>::infinity();
+  struct Case {
+    std::function<void(llm::GenerationConfig&)> edit;
+    const char* message;
+  };
+  const std::vector<Case> cases = {
+      {[](llm::GenerationConfig& c) { c.max_new_tokens = 0; }, "engine: max_new_tokens 0 must be >= 1"},
+      {[](llm::GenerationConfig& c) { c.temperature = -1.0f; }, "engine: temperature -1 must be finite and >= 0"},
+      {[&](llm::GenerationConfig& c) { c.temperature = nan; }, "engine: temperature nan must be finite and >= 0"},
+      {[&](llm::GenerationConfig& c) { c.temperature = inf; }, "engine: temperature inf must be finite and >= 0"},
+      {[](llm::GenerationConfig& c) { c.top_k = -3; }, "engine: top_k -3 must be >= 0 (0: off)"},
+      {[](llm::GenerationConfig& c) { c.top_p = 0.0f; }, "engine: top_p 0 must be in (0, 1]"},
+      {[](llm::GenerationConfig& c) { c.top_p = -0.5f; }, "engine: top_p -0.5 must be in (0, 1]"},
+      {[](llm::GenerationConfig& c) { c.top_p = 1.5f; }, "engine: top_p 1.5 must be in (0, 1]"},
+      {[&](llm::GenerationConfig& c) { c.top_p = nan; }, "engine: top_p nan must be in (0, 1]"},
+      {[](llm::GenerationConfig& c) { c.repetition_penalty = 0.0f; }, "engine: repetition_penalty 0 must be finite and > 0"},
+      {[&](llm::GenerationConfig& c) { c.repetition_penalty = nan; }, "engine: repetition_penalty nan must be finite"},
+      {[&](llm::GenerationConfig& c) { c.repetition_penalty = inf; }, "engine: repetition_penalty inf must be finite"},
+  };
+  const int32_t prompt[] = {5, 9, 11};
+  for (const Case& c : cases) {
+    llm::GenerationConfig config;
+    c.edit(config);
+    ErrorContext error;
+    Result<int32_t> seq = engine.add(Span<const int32_t>(prompt, 3), config, &error);
+    EXPECT_EQ(seq.status().code(), Error::InvalidArgument) << c.message;
+    EXPECT_EQ(std::string(error.message).rfind(c.message, 0), 0u) << error.message;
+  }
+  EXPECT_FALSE(engine.has_work());
+  llm::GenerationConfig edge;
+  edge.max_new_tokens = 1;
+  edge.temperature = 0.5f;
+  edge.top_k = 0;
+  edge.top_p = 1.0f;
+  edge.repetition_penalty = 1e-3f;
+  EXPECT_TRUE(engine.add(Span<const int32_t>(prompt, 3), edge, &ctx).is_ok()) << ctx.message;
+  edge.top_p = 1e-6f;
+  edge.top_k = 1;
+  EXPECT_TRUE(engine.add(Span<const int32_t>(prompt, 3), edge, &ctx).is_ok()) << ctx.message;
+}
+
+// A program whose final norm weights are NaN (so every logit is NaN): each sampled row's
+// log-probability is not finite, and the Engine ends the request as Failed with a message naming it
+// instead of emitting token 0. Greedy (the sample op's logprob is +Inf there) and sampled (NaN).
+// The graph is edited after import, so this does not depend on whether the exporter refuses
+// non-finite checkpoint weights.
+TEST(LlmEndToEnd, NonFiniteLogitsFailTheRequestInsteadOfEmittingAToken) {
+  bool edited = false;
+  auto nan_norm = [&edited](exporter::Graph& g) {
+    for (exporter::Value& v : g.values) {
+      if (v.is_constant() && v.name == "model.norm.weight" && v.dtype == ScalarType::F32) {
+        auto data = std::make_shared<std::vector<uint8_t>>(v.data->size());
+        const float nan = std::numeric_limits<float>::quiet_NaN();
+        for (size_t i = 0; i + 4 <= data->size(); i += 4) std::memcpy(data->data() + i, &nan, 4);
+        v.data = data;
+        edited = true;
+      }
+    }
+  };
+  LlmProgram p("qwen2_f32", 16, /*max_tokens=*/16, /*emit_logits=*/false, nan_norm);
+  ASSERT_TRUE(edited) << "no f32 constant named model.norm.weight";
+  ASSERT_TRUE(p.method->ok()) << p.method->ctx().message;
+  for (const float temperature : {0.0f, 0.8f}) {
+    SCOPED_TRACE(temperature);
+    const llm::SchedulerLimits limits = p.limits(2);
+    std::vector<uint8_t> memory(llm::Engine::memory_bytes(limits, 16));
+    llm::Engine engine;
+    ErrorContext ctx;
+    ASSERT_TRUE(engine.init(p.method->method(), limits, 16, p.vocab_size(), Span<const int32_t>(),
+                            Span<uint8_t>(memory.data(), memory.size()), &ctx)
+                    .is_ok())
+        << ctx.message;
+    llm::GenerationConfig config;
+    config.temperature = temperature;
+    config.max_new_tokens = 5;
+    const int32_t a[] = {5, 9, 11}, b[] = {7, 8};
+    const int32_t sa = engine.add(Span<const int32_t>(a, 3), config, &ctx).value();
+    const int32_t sb = engine.add(Span<const int32_t>(b, 2), config, &ctx).value();
+    Result<Span<const llm::TokenEvent>> events = engine.step(&ctx);
+    ASSERT_TRUE(events.is_ok()) << ctx.message;
+    ASSERT_EQ(events.value().size(), 2u);
+    for (const llm::TokenEvent& e : events.value()) {
+      EXPECT_EQ(e.finished, llm::FinishReason::Failed);
+      EXPECT_FALSE(std::isfinite(e.logprob));
+    }
+    EXPECT_FALSE(engine.has_work());
+    EXPECT_EQ(engine.finish_reason(sa), llm::FinishReason::Failed);
+    EXPECT_EQ(engine.tokens(sa).size(), 3u);  // nothing appended
+    EXPECT_EQ(engine.tokens(sb).size(), 2u);
+    ErrorContext why;
+    EXPECT_EQ(engine.failure(sb, &why).code(), Error::InvalidProgram);
+    const std::string message = why.message;
+    EXPECT_EQ(message.rfind("engine: request " + std::to_string(sb) + ": generated token 0 has log-probability ", 0), 0u)
+        << message;
+    EXPECT_NE(message.find("the step's logits are not finite"), std::string::npos) << message;
+    EXPECT_STREQ(llm::to_string(llm::FinishReason::Failed), "failed");
   }
 }
 

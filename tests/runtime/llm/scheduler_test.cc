@@ -89,7 +89,9 @@ TEST(SchedulerTest, RefusesBadRequests) {
   ErrorContext error;
   const std::vector<int32_t> longp = Range(0, 16), ok = Range(0, 15);
   EXPECT_EQ(s.sched.add(SpanOf(longp), 1, &error).status().code(), Error::InvalidArgument);
-  EXPECT_TRUE(error.has_error());
+  EXPECT_STREQ(error.message,
+               "prompt of 16 tokens does not fit the context of 16 tokens (at most 15 leave room for one generated "
+               "token)");
   EXPECT_EQ(s.sched.add(Span<const int32_t>(), 1).status().code(), Error::InvalidArgument);
   EXPECT_EQ(s.sched.add(SpanOf(ok), 0).status().code(), Error::InvalidArgument);
   ASSERT_TRUE(s.sched.add(SpanOf(ok), 1).is_ok());
@@ -99,7 +101,10 @@ TEST(SchedulerTest, RefusesBadRequests) {
   BlockAllocator small;
   ASSERT_TRUE(small.init(3, Span<uint8_t>(bm.data(), bm.size())).is_ok());
   Scheduler sched;
-  EXPECT_EQ(sched.init(l, small, Span<uint8_t>(m.data(), m.size())).code(), Error::InvalidArgument);
+  ErrorContext init_error;
+  EXPECT_EQ(sched.init(l, small, Span<uint8_t>(m.data(), m.size()), &init_error).code(), Error::InvalidArgument);
+  EXPECT_STREQ(init_error.message,
+               "a pool of 3 KV blocks of 4 tokens cannot hold one context of 16 tokens (needs 4 blocks)");
   EXPECT_EQ(Scheduler::memory_bytes(SchedulerLimits{4, 2, 4, 16, 1}), 0u);  // max_tokens < max_seqs
   EXPECT_EQ(Scheduler::memory_bytes(SchedulerLimits{1, 2, 4, 18, 1}), 0u);  // context not whole blocks
 }
@@ -191,6 +196,166 @@ TEST(SchedulerTest, SimulatedGenerationMatchesAnUnpagedRun) {
   EXPECT_GT(preempt, 0);
   // Block size 1 and one token per step for a single row: the extremes.
   Simulate(SchedulerLimits{1, 1, 1, 64, 3}, 64, prompts, 5, &preempt, &hits);
+}
+
+// A decode that needs a block when none is free preempts the most recently admitted sequence: its
+// blocks go back, its tokens stay, and it is recomputed (prompt + generated) once there is room.
+TEST(SchedulerTest, ADecodePreemptsTheMostRecentlyAdmittedAndItIsRecomputedLater) {
+  const SchedulerLimits l{/*max_seqs=*/2, /*max_tokens=*/16, /*block_size=*/4, /*max_context=*/16, /*max_requests=*/2};
+  Rig s(l, 4);  // one context
+  const std::vector<int32_t> pa = Range(100, 8), pb = Range(200, 8);
+  const int32_t a = s.sched.add(SpanOf(pa), 2).value(), b = s.sched.add(SpanOf(pb), 2).value();
+  StepPlan p = s.sched.schedule();  // both prompts: 2 blocks each, the pool is full
+  ASSERT_EQ(p.seq_count, 2);
+  EXPECT_EQ(p.token_count, 16);
+  EXPECT_EQ(s.blocks.free_count(), 0);
+  const int32_t first[2] = {1, 2};
+  s.sched.commit(Span<const int32_t>(first, 2));
+  // a's decode writes position 8: a third block, none free: b (admitted after a) is preempted.
+  p = s.sched.schedule();
+  ASSERT_EQ(p.seq_count, 1);
+  EXPECT_EQ(p.seq_ids[0], a);
+  EXPECT_EQ(p.positions[0], 8);
+  EXPECT_EQ(s.sched.preemptions(), 1);
+  EXPECT_EQ(s.sched.state(b), SeqState::Waiting);
+  EXPECT_EQ(s.sched.block_table(b).size(), 0u);
+  EXPECT_EQ(s.sched.tokens(b).size(), 9u);  // prompt + its generated token, kept
+  EXPECT_EQ(s.blocks.free_count(), 1);      // b's two blocks back, one taken by a
+  const int32_t second[2] = {3, 0};
+  s.sched.commit(Span<const int32_t>(second, 2));
+  EXPECT_EQ(s.sched.state(a), SeqState::Finished);  // max_new_tokens 2
+  // b is recomputed: its 9 known tokens in one chunk, sampling its second token.
+  p = s.sched.schedule();
+  ASSERT_EQ(p.seq_count, 1);
+  EXPECT_EQ(p.seq_ids[0], b);
+  EXPECT_EQ(p.token_count, 9);
+  EXPECT_EQ(p.samples[0], 1);
+  for (int32_t t = 0; t < 8; ++t) EXPECT_EQ(p.token_ids[size_t(t)], 200 + t);
+  EXPECT_EQ(p.token_ids[8], 2);
+  s.sched.commit(Span<const int32_t>(second, 2));
+  EXPECT_EQ(s.sched.state(b), SeqState::Finished);
+  EXPECT_EQ(s.sched.generated(b), 2);
+  EXPECT_EQ(s.blocks.free_count(), 4);
+}
+
+// The old policy let a waiting sequence preempt an older running one, which then preempted it back:
+// a livelock. Now a running sequence is never preempted to admit a newer one; the newer one waits.
+TEST(SchedulerTest, AWaitingSequenceNeverPreemptsAnOlderRunningOne) {
+  const SchedulerLimits l{2, 16, 4, 16, 2};
+  Rig s(l, 4);
+  const std::vector<int32_t> pa = Range(0, 14), pb = Range(50, 6);
+  const int32_t a = s.sched.add(SpanOf(pa), 2).value();
+  s.sched.schedule();
+  const int32_t ids[2] = {7, 7};
+  s.sched.commit(Span<const int32_t>(ids, 2));
+  const int32_t b = s.sched.add(SpanOf(pb), 3).value();  // needs 2 blocks; 0 free
+  StepPlan p = s.sched.schedule();
+  ASSERT_EQ(p.seq_count, 1);
+  EXPECT_EQ(p.seq_ids[0], a);
+  EXPECT_EQ(s.sched.state(b), SeqState::Waiting);
+  EXPECT_EQ(s.sched.preemptions(), 0);
+  s.sched.commit(Span<const int32_t>(ids, 2));  // a finishes (max_new_tokens 2)
+  p = s.sched.schedule();
+  ASSERT_EQ(p.seq_count, 1);
+  EXPECT_EQ(p.seq_ids[0], b);
+  EXPECT_EQ(p.token_count, 6);
+}
+
+// The runner repro: two 84-token prompts, a pool of one 128-token context (8 blocks of 16), 20 new
+// tokens each, 8 tokens and 2 rows a step (and 32 and 4). It used to plan nothing ("the scheduler
+// planned nothing although requests wait"); now every step plans a token and both requests finish.
+TEST(SchedulerTest, TwoPromptsThatDoNotFitTogetherBothFinish) {
+  for (const SchedulerLimits& l : {SchedulerLimits{2, 8, 16, 128, 2}, SchedulerLimits{4, 32, 16, 128, 2}}) {
+    SCOPED_TRACE(l.max_tokens);
+    Rig s(l, 8);
+    const std::vector<int32_t> pa = Range(0, 84), pb = Range(1000, 84);
+    const int32_t a = s.sched.add(SpanOf(pa), 20).value(), b = s.sched.add(SpanOf(pb), 20).value();
+    const int32_t next[4] = {5, 5, 5, 5};
+    int32_t steps = 0;
+    while (s.sched.has_work()) {
+      ASSERT_LT(++steps, 400);
+      const StepPlan p = s.sched.schedule();
+      ASSERT_GT(p.token_count, 0) << "step " << steps;
+      s.sched.commit(Span<const int32_t>(next, 4));
+    }
+    EXPECT_EQ(s.sched.generated(a), 20);
+    EXPECT_EQ(s.sched.generated(b), 20);
+    EXPECT_EQ(s.blocks.free_count(), 8);
+  }
+}
+
+// Three long prompts with 100 new tokens each against a one-context pool (the runner's livelock):
+// every request reaches the context limit, one after the other.
+TEST(SchedulerTest, ThreeLongPromptsOnAOneContextPoolAllFinish) {
+  const SchedulerLimits l{4, 32, 16, 128, 3};
+  Rig s(l, 8);
+  std::vector<int32_t> seqs;
+  for (int32_t r = 0; r < 3; ++r) {
+    const std::vector<int32_t> prompt = Range(100 * r, 81 + 6 * r);
+    seqs.push_back(s.sched.add(SpanOf(prompt), 100).value());
+  }
+  const int32_t next[4] = {9, 9, 9, 9};
+  int32_t steps = 0;
+  while (s.sched.has_work()) {
+    ASSERT_LT(++steps, 2000);
+    ASSERT_GT(s.sched.schedule().token_count, 0) << "step " << steps;
+    s.sched.commit(Span<const int32_t>(next, 4));
+  }
+  for (int32_t seq : seqs) {
+    EXPECT_EQ(s.sched.state(seq), SeqState::Finished);
+    EXPECT_EQ(s.sched.tokens(seq).size(), 128u);  // ended by the context
+  }
+  EXPECT_EQ(s.blocks.free_count(), 8);
+}
+
+// Prefix-cache blocks shared by two running sequences survive the preemption of one of them (the
+// refcount drops, the block stays with the other) and are found again when it is re-admitted.
+TEST(SchedulerTest, SharedPrefixBlocksSurviveThePreemptionOfOneSharer) {
+  const SchedulerLimits l{2, 16, 4, 16, 2};
+  Rig s(l, 4);
+  std::vector<int32_t> pa = Range(0, 9), pb = Range(0, 9);
+  pb[8] = 99;  // the first two blocks are the same
+  const int32_t a = s.sched.add(SpanOf(pa), 5).value();
+  s.sched.schedule();
+  const int32_t ids[2] = {4, 4};
+  s.sched.commit(Span<const int32_t>(ids, 2));  // a's two full blocks are published
+  const int32_t b = s.sched.add(SpanOf(pb), 5).value();
+  StepPlan p = s.sched.schedule();  // a decodes; b finds 8 tokens in the cache and computes 1
+  ASSERT_EQ(p.seq_count, 2);
+  EXPECT_EQ(s.sched.prefix_hit_tokens(), 8);
+  const Span<const int32_t> ta = s.sched.block_table(a), tb = s.sched.block_table(b);
+  ASSERT_EQ(tb.size(), 3u);
+  EXPECT_EQ(tb[0], ta[0]);
+  EXPECT_EQ(tb[1], ta[1]);
+  const int32_t shared0 = ta[0], shared1 = ta[1];
+  EXPECT_EQ(s.blocks.ref_count(shared0), 2);
+  EXPECT_EQ(s.blocks.free_count(), 0);
+  s.sched.commit(Span<const int32_t>(ids, 2));
+  for (int k = 0; k < 2; ++k) {  // both decode inside their third blocks
+    EXPECT_EQ(s.sched.schedule().seq_count, 2);
+    s.sched.commit(Span<const int32_t>(ids, 2));
+  }
+  // a's position 12 needs a fourth block and the pool is full: b, admitted after a, is preempted;
+  // the shared blocks lose one reference and stay with a.
+  p = s.sched.schedule();
+  ASSERT_EQ(p.seq_count, 1);
+  EXPECT_EQ(p.seq_ids[0], a);
+  EXPECT_EQ(s.sched.preemptions(), 1);
+  EXPECT_EQ(s.sched.state(b), SeqState::Waiting);
+  EXPECT_EQ(s.blocks.ref_count(shared0), 1);
+  EXPECT_EQ(s.blocks.ref_count(shared1), 1);
+  EXPECT_TRUE(s.blocks.is_published(shared0));
+  s.sched.commit(Span<const int32_t>(ids, 2));
+  EXPECT_EQ(s.sched.state(a), SeqState::Finished);  // 5 tokens
+  // b comes back and finds both shared blocks (free now, still published); it recomputes the rest.
+  p = s.sched.schedule();
+  ASSERT_EQ(p.seq_count, 1);
+  EXPECT_EQ(p.seq_ids[0], b);
+  EXPECT_EQ(s.sched.prefix_hit_tokens(), 16);
+  EXPECT_EQ(p.positions[0], 8);
+  EXPECT_EQ(p.token_count, 4);  // 99 and its three generated tokens
+  EXPECT_EQ(s.sched.block_table(b)[0], shared0);
+  EXPECT_EQ(s.sched.block_table(b)[1], shared1);
 }
 
 TEST(SchedulerTest, CancelReleasesBlocks) {
