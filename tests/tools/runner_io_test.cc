@@ -24,14 +24,24 @@ struct ToolRun {
 
 std::string quote(const std::string& s) {
   std::string q = "'";
-  for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return q + "'";
+  for (char c : s) {
+    if (c == '\'') {
+      q += "'\\''";
+    } else {
+      q += c;
+    }
+  }
+  q += '\'';
+  return q;
 }
 
 // Runs `tool args...` with stdout discarded; returns the exit code and stderr.
 ToolRun run(const std::string& tool, const std::vector<std::string>& args) {
   std::string cmd = quote(tool);
-  for (const std::string& a : args) cmd += " " + quote(a);
+  for (const std::string& a : args) {
+    cmd += ' ';
+    cmd += quote(a);
+  }
   cmd += " 2>&1 >/dev/null";
   ToolRun r;
   FILE* pipe = ::popen(cmd.c_str(), "r");
