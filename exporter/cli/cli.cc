@@ -3,7 +3,6 @@
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
 #include <optional>
 #include <sstream>
 
@@ -16,6 +15,7 @@
 #include "exporter/importers/hf_llm/step_graph.h"
 #include "exporter/importers/onnx/onnx_importer.h"
 #include "exporter/pipeline.h"
+#include "tools/common/host_io.h"
 
 #ifndef EMBER_DEFAULT_MANIFEST
 #define EMBER_DEFAULT_MANIFEST "capabilities.json"
@@ -23,6 +23,8 @@
 
 namespace ember::exporter {
 namespace {
+
+constexpr const char* kTrustFlag = "--trust-model-folder";
 
 std::vector<std::string> split_list(const std::string& s) {
   std::vector<std::string> out;
@@ -35,13 +37,15 @@ std::vector<std::string> split_list(const std::string& s) {
 }
 
 // quant.json + <i>.codes.bin / <i>.scale.bin per quantized constant (tests compare them with numpy).
+// Each file is written atomically and never over a file the export read (tools/common/host_io.h).
 void dump_quantized(const Graph& graph, const std::string& dir) {
-  std::filesystem::create_directories(dir);
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec) throw ExportError("--quantize-dump " + dir + ": cannot create the folder: " + ec.message());
   nlohmann::json list = nlohmann::json::array();
   auto write = [&](const std::string& name, const std::vector<uint8_t>& bytes) {
-    std::ofstream f(std::filesystem::path(dir) / name, std::ios::binary | std::ios::trunc);
-    f.write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
-    if (!f) throw ExportError("--quantize-dump: writing '" + name + "' in '" + dir + "' failed");
+    tools::write_file_atomically((std::filesystem::path(dir) / name).string(), bytes.data(), bytes.size(),
+                                 "--quantize-dump");
   };
   for (const Value& v : graph.values) {
     if (!v.quant) continue;
@@ -60,9 +64,9 @@ void dump_quantized(const Graph& graph, const std::string& dir) {
     if (v.quant->has_global_scale) e["global_scale"] = v.quant->global_scale;
     list.push_back(std::move(e));
   }
-  std::ofstream f(std::filesystem::path(dir) / "quant.json", std::ios::trunc);
-  f << list.dump(1) << "\n";
-  if (!f) throw ExportError("--quantize-dump: writing quant.json in '" + dir + "' failed");
+  const std::string text = list.dump(1) + "\n";
+  tools::write_file_atomically((std::filesystem::path(dir) / "quant.json").string(), text.data(), text.size(),
+                               "--quantize-dump");
 }
 
 // The LlmInfo table of an imported checkpoint: sizes, ids, generation defaults and the folder's
@@ -89,10 +93,16 @@ LlmProgramInfo llm_program_info(const hf::StepImport& imported, const std::strin
   info.repetition_penalty = static_cast<float>(c.repetition_penalty);
   info.do_sample = c.do_sample;
   const std::filesystem::path folder(dir);
-  if (std::filesystem::exists(folder / "tokenizer.json")) {
+  std::error_code ec;
+  if (std::filesystem::exists(folder / "tokenizer.json", ec)) {
     const std::filesystem::path config = folder / "tokenizer_config.json";
-    info.tokenizer = tools::load_tokenizer_json((folder / "tokenizer.json").string(),
-                                                std::filesystem::exists(config) ? config.string() : "");
+    const bool has_config = std::filesystem::exists(config, ec);
+    // Both must resolve inside the folder (symlinks followed) unless it is trusted.
+    tools::resolve_inside(dir, "tokenizer.json", options.trust_model_folder, "model folder entry", kTrustFlag);
+    if (has_config) {
+      tools::resolve_inside(dir, "tokenizer_config.json", options.trust_model_folder, "model folder entry", kTrustFlag);
+    }
+    info.tokenizer = tools::load_tokenizer_json((folder / "tokenizer.json").string(), has_config ? config.string() : "");
     *summary += "tokenizer: " + std::to_string(info.tokenizer->token_offsets.size() - 1) + " tokens, " +
                 std::to_string(info.tokenizer->merges.size()) + " merges embedded\n";
   } else {
@@ -136,6 +146,11 @@ int run_cli(int argc, const char* const* argv, std::ostream& out, std::ostream& 
   bool no_logprobs = false;
   app.add_flag("--no-logprobs", no_logprobs,
                "LLM: no logprobs [S] output from `step` (a step then returns only the S sampled ids)");
+  bool trust_model_folder = false;
+  app.add_flag("--trust-model-folder", trust_model_folder,
+               "the model's folder is trusted: files it names (ONNX external data, safetensors shards) and its "
+               "fixed files (config.json, tokenizer.json, ...) may be symlinks or paths that resolve outside it, "
+               "absolute paths included; without it they must resolve inside the folder");
   app.add_option("--example", example, "bundled model to export instead: mlp or cnn");
   app.add_option("-o,--output", output, "the .pte file to write")->required();
   app.add_option("--input-shape", input_shapes,
@@ -184,6 +199,8 @@ int run_cli(int argc, const char* const* argv, std::ostream& out, std::ostream& 
       }
     }
     llm_options.emit_logprobs = !no_logprobs;
+    llm_options.trust_model_folder = trust_model_folder;
+    if (!example.empty() && trust_model_folder) throw CLI::ValidationError("--trust-model-folder applies to a model file or folder only");
     if (quantize.empty() && (!quantize_include.empty() || !quantize_exclude.empty() || !quantize_dump.empty())) {
       throw CLI::ValidationError("--quantize-include/--quantize-exclude/--quantize-dump need --quantize");
     }
@@ -198,6 +215,9 @@ int run_cli(int argc, const char* const* argv, std::ostream& out, std::ostream& 
     return 1;
   }
   try {
+    // Every file the export reads is noted, so that -o can never replace one of them.
+    tools::ReadLog inputs;
+    if (!model.empty()) tools::refuse_same_file(output, model, "-o");
     const auto start = std::chrono::steady_clock::now();
     ExportOptions options;
     options.backends = split_list(backends);
@@ -253,6 +273,7 @@ int run_cli(int argc, const char* const* argv, std::ostream& out, std::ostream& 
     } else if (!model.empty()) {
       OnnxImportOptions import_options;
       import_options.input_shapes = parse_input_shapes(input_shapes);
+      import_options.trust_model_folder = trust_model_folder;
       OnnxImport imported = import_onnx_file(model, import_options);
       import_summary = format_import_summary(imported.stats);
       graph = std::move(imported.graph);
@@ -267,12 +288,9 @@ int run_cli(int argc, const char* const* argv, std::ostream& out, std::ostream& 
     }
     ExportResult result = export_graph(std::move(graph), options);
     if (!quantize_dump.empty()) dump_quantized(result.graph, quantize_dump);
-    std::ofstream file(output, std::ios::binary | std::ios::trunc);
-    if (!file) throw ExportError("cannot open '" + output + "' for writing");
-    file.write(reinterpret_cast<const char*>(result.program.bytes.data()),
-               static_cast<std::streamsize>(result.program.bytes.size()));
-    file.close();
-    if (!file) throw ExportError("writing '" + output + "' failed");
+    // Atomic: a temporary file beside the output, renamed over it only once fully written.
+    tools::write_file_atomically(output, result.program.bytes.data(), result.program.bytes.size(), "-o",
+                                 model.empty() ? std::vector<std::string>{} : std::vector<std::string>{model});
     err << warning;
     out << "exporter: " << source << " -> " << output << "\n";
     out << import_summary;

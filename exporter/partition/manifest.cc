@@ -1,9 +1,8 @@
 #include "exporter/partition/manifest.h"
 
-#include <fstream>
-#include <sstream>
-
 #include <nlohmann/json.hpp>
+
+#include "tools/common/host_io.h"
 
 namespace ember::exporter {
 namespace {
@@ -67,9 +66,9 @@ CapabilityManifest::Entry parse_entry(const nlohmann::json& j, const std::string
 CapabilityManifest CapabilityManifest::parse(const std::string& text, const std::string& source) {
   nlohmann::json j;
   try {
-    j = nlohmann::json::parse(text);
-  } catch (const nlohmann::json::exception& e) {
-    throw ExportError("capability manifest " + source + ": " + e.what());
+    j = tools::parse_json(text, "capability manifest " + source);
+  } catch (const tools::HostIoError& e) {
+    throw ExportError(e.what());
   }
   if (!j.is_object() || j.value("format", 0) != 1) {
     throw ExportError("capability manifest " + source + ": expected an object with \"format\": 1");
@@ -107,11 +106,13 @@ CapabilityManifest CapabilityManifest::parse(const std::string& text, const std:
 }
 
 CapabilityManifest CapabilityManifest::load(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw ExportError("cannot read capability manifest '" + path + "' (build the runtime, or pass --manifest)");
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return parse(ss.str(), path);
+  std::string text;
+  try {
+    text = tools::read_regular_file(path, tools::JsonLimits{}.max_bytes, "capability manifest");
+  } catch (const tools::HostIoError& e) {
+    throw ExportError(std::string(e.what()) + " (build the runtime, or pass --manifest)");
+  }
+  return parse(text, path);
 }
 
 bool CapabilityManifest::portable_supports(const std::string& op, const std::vector<std::string>& dtypes,

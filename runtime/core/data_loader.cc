@@ -7,6 +7,7 @@
 
 #include <atomic>
 #include <cerrno>
+#include <cstdint>
 #include <cstring>
 
 #include "runtime/platform/platform.h"
@@ -27,6 +28,35 @@ Result<FreeableBuffer> copy_aligned(const uint8_t* src, size_t size, size_t alig
   return FreeableBuffer(copy, size, free_aligned);
 }
 
+const char* file_kind(mode_t mode) {
+  if (S_ISDIR(mode)) return "directory";
+  if (S_ISFIFO(mode)) return "FIFO";
+  if (S_ISCHR(mode)) return "character device";
+  if (S_ISBLK(mode)) return "block device";
+  if (S_ISSOCK(mode)) return "socket";
+  return "unknown type";
+}
+
+// Opens a regular file for reading. O_NONBLOCK: a FIFO's open() returns at once instead of waiting
+// for a writer (and is then refused by the fstat check); reads of a regular file ignore the flag.
+Status open_regular(const char* path, ErrorContext* ctx, int* out_fd, uint64_t* out_size) {
+  const int fd = ::open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+  if (fd < 0) return EMBER_FAIL(ctx, Error::NotFound, "cannot open '%s': %s", path, std::strerror(errno));
+  struct stat st;
+  if (fstat(fd, &st) != 0) {
+    const int error = errno;
+    ::close(fd);
+    return EMBER_FAIL(ctx, Error::InvalidArgument, "cannot stat '%s': %s", path, std::strerror(error));
+  }
+  if (!S_ISREG(st.st_mode)) {
+    ::close(fd);
+    return EMBER_FAIL(ctx, Error::InvalidArgument, "'%s' is not a regular file (%s)", path, file_kind(st.st_mode));
+  }
+  *out_fd = fd;
+  *out_size = static_cast<uint64_t>(st.st_size);
+  return Status::ok();
+}
+
 }  // namespace
 
 Result<FreeableBuffer> BufferDataLoader::load(uint64_t offset, size_t size, size_t alignment) {
@@ -37,16 +67,10 @@ Result<FreeableBuffer> BufferDataLoader::load(uint64_t offset, size_t size, size
 }
 
 Result<FileDataLoader> FileDataLoader::open(const char* path, ErrorContext* ctx) {
-  const int fd = ::open(path, O_RDONLY | O_CLOEXEC);
-  if (fd < 0) {
-    return EMBER_FAIL(ctx, Error::NotFound, "cannot open '%s': %s", path, std::strerror(errno));
-  }
-  struct stat st;
-  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-    ::close(fd);
-    return EMBER_FAIL(ctx, Error::InvalidArgument, "'%s' is not a regular file", path);
-  }
-  return FileDataLoader(fd, static_cast<uint64_t>(st.st_size));
+  int fd = -1;
+  uint64_t size = 0;
+  EMBER_RETURN_IF_ERROR(open_regular(path, ctx, &fd, &size));
+  return FileDataLoader(fd, size);
 }
 
 FileDataLoader::FileDataLoader(FileDataLoader&& other) noexcept : fd_(other.fd_), size_(other.size_) {
@@ -88,14 +112,14 @@ struct MmapDataLoader::Mapping {
 };
 
 Result<MmapDataLoader> MmapDataLoader::open(const char* path, ErrorContext* ctx) {
-  const int fd = ::open(path, O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return EMBER_FAIL(ctx, Error::NotFound, "cannot open '%s': %s", path, std::strerror(errno));
-  struct stat st;
-  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+  int fd = -1;
+  uint64_t file_size = 0;
+  EMBER_RETURN_IF_ERROR(open_regular(path, ctx, &fd, &file_size));
+  if (file_size > SIZE_MAX) {
     ::close(fd);
-    return EMBER_FAIL(ctx, Error::InvalidArgument, "'%s' is not a regular file", path);
+    return EMBER_FAIL(ctx, Error::InvalidArgument, "'%s' is too large to map", path);
   }
-  const size_t size = static_cast<size_t>(st.st_size);
+  const size_t size = static_cast<size_t>(file_size);
   void* base = nullptr;
   if (size != 0) {
     base = mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd, 0);

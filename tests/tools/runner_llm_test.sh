@@ -117,8 +117,11 @@ expect_error "decode of a non-number" "runner: error: --decode: 'abc' is not an 
 expect_error "decode of an unknown id" "runner: error: --decode: InvalidArgument" "$RUNNER" --program "$T/llama_f32.pte" --decode "999999"
 expect_error "encode without a tokenizer" "runner: error: --encode/--decode need" "$RUNNER" --encode hi
 expect_error "two modes" "runner: error: give one of" "$RUNNER" --program "$T/llama_f32.pte" --prompt a --encode b
-expect_error "bad tokenizer file" "runner: error: --tokenizer: " "$RUNNER" --tokenizer "$T/prompts.txt" --encode hi
-expect_error "missing prompts file" "runner: error: --prompts-file: cannot read" "$RUNNER" --program "$T/llama_f32.pte" --prompts-file "$T/none.txt"
+expect_error "bad tokenizer file" "runner: error: --tokenizer $T/prompts.txt: not valid JSON at line 1, column 2 (byte 1): " "$RUNNER" --tokenizer "$T/prompts.txt" --encode hi
+expect_error "missing prompts file" "runner: error: --prompts-file $T/none.txt: cannot open: No such file or directory" "$RUNNER" --program "$T/llama_f32.pte" --prompts-file "$T/none.txt"
+# A FIFO nobody writes: refused at once (timeout turns a blocking open into exit 124, a failure).
+mkfifo "$T/prompts.fifo"
+expect_error "prompts file FIFO" "runner: error: --prompts-file $T/prompts.fifo: not a regular file (FIFO)" timeout 20 "$RUNNER" --program "$T/llama_f32.pte" --prompts-file "$T/prompts.fifo"
 "$EXPORTER" "$CK/llama_f32" -o "$T/x.pte" --kv-dtype f64 >/dev/null 2>"$T/err" && fail "--kv-dtype f64 accepted"
 grep -q "expected f32, f16, bf16 or fp8" "$T/err" || fail "--kv-dtype f64: $(cat "$T/err")"
 "$EXPORTER" --example mlp -o "$T/x.pte" --max-seqs 4 >/dev/null 2>"$T/err" && fail "--max-seqs accepted for an example"

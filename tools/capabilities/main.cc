@@ -10,6 +10,7 @@
 #include "kernels/builtin.h"
 #include "runtime/kernel/kernel_registry.h"
 #include "tools/capabilities/manifest_writer.h"
+#include "tools/common/host_io.h"
 
 int main(int argc, char** argv) {
   if (argc != 2 || std::strcmp(argv[1], "--help") == 0) {
@@ -26,11 +27,12 @@ int main(int argc, char** argv) {
   runtime.kernels = &kernels;
   runtime.backends = &backends;
   const std::string json = ember::tools::capability_manifest_json(runtime);
-  FILE* out = std::fopen(argv[1], "w");
-  if (out == nullptr) {
-    std::fprintf(stderr, "ember_capabilities: cannot write %s\n", argv[1]);
+  try {
+    // Atomic: an exporter reading the manifest never sees a half-written one.
+    ember::tools::write_file_atomically(argv[1], json.data(), json.size());
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "ember_capabilities: error: %s\n", e.what());
     return 1;
   }
-  const bool written = std::fwrite(json.data(), 1, json.size(), out) == json.size();
-  return std::fclose(out) == 0 && written ? 0 : 1;
+  return 0;
 }

@@ -3,6 +3,9 @@
 #include <cstdio>
 #include <cstring>
 #include <limits>
+#include <stdexcept>
+
+#include "tools/common/host_io.h"
 
 namespace ember::tools {
 namespace {
@@ -259,19 +262,17 @@ bool parse_npy(const uint8_t* bytes, size_t size, NpyArray* out, std::string* er
   return true;
 }
 
-bool read_npy(const std::string& path, NpyArray* out, std::string* error) {
-  std::FILE* file = std::fopen(path.c_str(), "rb");
-  if (file == nullptr) return fail(error, "npy: cannot open " + path);
-  std::vector<uint8_t> bytes;
-  uint8_t buffer[1 << 16];
-  size_t n = 0;
-  while ((n = std::fread(buffer, 1, sizeof(buffer), file)) > 0) {
-    bytes.insert(bytes.end(), buffer, buffer + n);
+bool read_npy(const std::string& path, NpyArray* out, std::string* error, uint64_t max_bytes) {
+  // A regular file of at most max_bytes, read exactly: a FIFO or /dev/zero is refused, not drained.
+  std::string bytes;
+  try {
+    bytes = read_regular_file(path, max_bytes);
+  } catch (const HostIoError& e) {  // the message names the path
+    return fail(error, e.what());
+  } catch (const std::exception& e) {  // bad_alloc for a file that size
+    return fail(error, path + ": " + e.what());
   }
-  const bool read_error = std::ferror(file) != 0;
-  std::fclose(file);
-  if (read_error) return fail(error, "npy: read error on " + path);
-  if (!parse_npy(bytes.data(), bytes.size(), out, error)) {
+  if (!parse_npy(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size(), out, error)) {
     if (error != nullptr) *error = path + ": " + *error;
     return false;
   }
@@ -330,11 +331,13 @@ bool serialize_npy(const NpyArray& array, std::vector<uint8_t>* out, std::string
 bool write_npy(const std::string& path, const NpyArray& array, std::string* error) {
   std::vector<uint8_t> bytes;
   if (!serialize_npy(array, &bytes, error)) return false;
-  std::FILE* file = std::fopen(path.c_str(), "wb");
-  if (file == nullptr) return fail(error, "npy: cannot create " + path);
-  const bool ok = std::fwrite(bytes.data(), 1, bytes.size(), file) == bytes.size();
-  const bool closed = std::fclose(file) == 0;
-  if (!ok || !closed) return fail(error, "npy: write error on " + path);
+  try {
+    write_file_atomically(path, bytes.data(), bytes.size());
+  } catch (const HostIoError& e) {  // the message names the path
+    return fail(error, e.what());
+  } catch (const std::exception& e) {  // bad_alloc for a file that size
+    return fail(error, path + ": " + e.what());
+  }
   return true;
 }
 

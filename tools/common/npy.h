@@ -1,6 +1,6 @@
 // NumPy .npy files (format versions 1.0, 2.0 and 3.0; C order; little-endian) for tests and tools.
-// Host code: no exceptions; every function returns false with a message in *error on failure and
-// never crashes on malformed input.
+// Host code: no exceptions escape; every function returns false with a message in *error on failure
+// and never crashes on malformed input.
 #pragma once
 
 #include <cstddef>
@@ -30,12 +30,17 @@ const char* npy_descr(ScalarType dtype);
 // unknown keys, unsupported or big-endian dtypes, fortran_order True, negative or overflowing
 // dims, and a payload whose size differs from the shape's.
 bool parse_npy(const uint8_t* bytes, size_t size, NpyArray* out, std::string* error);
-bool read_npy(const std::string& path, NpyArray* out, std::string* error);
+// Reads a regular file of at most `max_bytes` (a FIFO, device or directory is refused without
+// blocking or reading; tools/common/host_io.h) and parses it.
+constexpr uint64_t kMaxNpyFileBytes = uint64_t(16) << 30;
+bool read_npy(const std::string& path, NpyArray* out, std::string* error, uint64_t max_bytes = kMaxNpyFileBytes);
 
 // Encodes an array as NumPy 1.24 would (version 1.0 unless the header needs 2.0, header padded
 // so the data starts at a multiple of 64), byte for byte. Fails for a dtype without a descr or a
 // data size that does not match dtype and dims.
 bool serialize_npy(const NpyArray& array, std::vector<uint8_t>* out, std::string* error);
+// Writes atomically (a temporary file renamed over `path`; never over a file read while a
+// tools::ReadLog is active).
 bool write_npy(const std::string& path, const NpyArray& array, std::string* error);
 
 }  // namespace ember::tools

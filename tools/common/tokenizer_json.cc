@@ -1,10 +1,10 @@
 #include "tools/common/tokenizer_json.h"
 
-#include <fstream>
-#include <sstream>
 #include <unordered_map>
 
 #include <nlohmann/json.hpp>
+
+#include "tools/common/host_io.h"
 
 namespace ember::tools {
 namespace {
@@ -372,9 +372,9 @@ void parse_config(const std::string& text, const std::string& name, TokenizerDat
   const Parser p(name);
   json config;
   try {
-    config = json::parse(text);
-  } catch (const json::exception& e) {
-    throw TokenizerJsonError(name + ": not valid JSON: " + e.what());
+    config = parse_json(text, name);
+  } catch (const HostIoError& e) {
+    throw TokenizerJsonError(e.what());
   }
   if (!config.is_object()) p.fail("(root)", nullptr, "expected an object");
   if (const json* t = p.find(config, "chat_template"); t != nullptr && !t->is_null()) {
@@ -412,9 +412,9 @@ TokenizerData parse_tokenizer_json(const std::string& tokenizer_json, const std:
   const Parser p(name);
   json root;
   try {
-    root = json::parse(tokenizer_json);
-  } catch (const json::exception& e) {
-    throw TokenizerJsonError(name + ": not valid JSON: " + e.what());
+    root = parse_json(tokenizer_json, name);
+  } catch (const HostIoError& e) {
+    throw TokenizerJsonError(e.what());
   }
   if (!root.is_object()) p.fail("(root)", nullptr, "expected an object");
   for (const char* key : {"truncation", "padding"}) {
@@ -443,11 +443,11 @@ TokenizerData parse_tokenizer_json(const std::string& tokenizer_json, const std:
 
 TokenizerData load_tokenizer_json(const std::string& tokenizer_path, const std::string& config_path) {
   auto read = [](const std::string& path) {
-    std::ifstream in(path, std::ios::binary);
-    if (!in) throw TokenizerJsonError(path + ": cannot read the file");
-    std::ostringstream s;
-    s << in.rdbuf();
-    return s.str();
+    try {
+      return read_regular_file(path, JsonLimits{}.max_bytes);
+    } catch (const HostIoError& e) {
+      throw TokenizerJsonError(e.what());
+    }
   };
   const std::string config = config_path.empty() ? std::string() : read(config_path);
   return parse_tokenizer_json(read(tokenizer_path), config, tokenizer_path);

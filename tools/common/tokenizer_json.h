@@ -49,10 +49,13 @@ struct TokenizerData {
 };
 
 // Parses the text of a tokenizer.json and, when config_json is not empty, of its
-// tokenizer_config.json. `name` prefixes error messages (a path, typically).
+// tokenizer_config.json. `name` prefixes error messages (a path, typically). JSON above 128 MiB or
+// nested deeper than 512 levels is refused before parsing (tools/common/host_io.h). The fuzzers'
+// entry point.
 TokenizerData parse_tokenizer_json(const std::string& tokenizer_json, const std::string& config_json = "",
                                    const std::string& name = "tokenizer.json");
-// Reads the files; config_path may be empty. Throws TokenizerJsonError also when a file cannot be read.
+// Reads the files (regular files only, at most 128 MiB; a FIFO is refused without blocking);
+// config_path may be empty. Throws TokenizerJsonError also when a file cannot be read.
 TokenizerData load_tokenizer_json(const std::string& tokenizer_path, const std::string& config_path = "");
 
 // Views of `data` for Tokenizer::load. `added_views` receives the added-token views the desc points

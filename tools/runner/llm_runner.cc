@@ -2,7 +2,7 @@
 
 #include <cmath>
 #include <cstdio>
-#include <fstream>
+#include <filesystem>
 #include <optional>
 #include <sstream>
 #include <string_view>
@@ -12,6 +12,7 @@
 #include "runtime/llm/program_info.h"
 #include "runtime/llm/tokenizer.h"
 #include "runtime/platform/platform.h"
+#include "tools/common/host_io.h"
 #include "tools/common/tokenizer_json.h"
 
 namespace ember::runner {
@@ -40,11 +41,12 @@ void load_tokenizer_file(const std::string& path, LoadedTokenizer* t) {
   std::string config;
   const size_t slash = path.find_last_of('/');
   const std::string dir = slash == std::string::npos ? "." : path.substr(0, slash);
-  if (std::ifstream(dir + "/tokenizer_config.json").good()) config = dir + "/tokenizer_config.json";
+  std::error_code ec;
+  if (std::filesystem::exists(dir + "/tokenizer_config.json", ec)) config = dir + "/tokenizer_config.json";
   try {
     t->data = tools::load_tokenizer_json(path, config);
   } catch (const std::exception& e) {
-    fail(std::string("--tokenizer: ") + e.what());
+    fail(std::string("--tokenizer ") + e.what());
   }
   load_tokenizer(tools::make_tokenizer_desc(*t->data, &t->added), t);
 }
@@ -161,8 +163,13 @@ int run_llm(const Options& o) {
     requests.emplace_back();
     requests.back().prompt = o.prompt;
   } else {
-    std::ifstream f(o.prompts_file);
-    if (!f) fail("--prompts-file: cannot read '" + o.prompts_file + "'");
+    std::string text;
+    try {
+      text = tools::read_regular_file(o.prompts_file, uint64_t(64) << 20, "--prompts-file");  // a FIFO is refused
+    } catch (const std::exception& e) {
+      fail(e.what());
+    }
+    std::istringstream f(text);
     std::string line;
     while (std::getline(f, line)) {
       if (line.empty()) continue;

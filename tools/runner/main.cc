@@ -23,6 +23,7 @@
 #include "runtime/executor/program.h"
 #include "runtime/kernel/kernel_registry.h"
 #include "runtime/platform/platform.h"
+#include "tools/common/host_io.h"
 #include "tools/common/npy.h"
 #include "tools/runner/llm_runner.h"
 #include "tools/runner/runner_common.h"
@@ -246,20 +247,32 @@ class ProfileTracer final : public EventTracer {
   }
 
   void write(const std::string& path, const Method& method) const {
-    FILE* out = std::fopen(path.c_str(), "w");
-    if (out == nullptr) fail("--profile: cannot write " + path);
     const uint64_t origin = events_.empty() ? 0 : events_.front().begin_ns;
-    std::fprintf(out, "{\"traceEvents\": [\n");
+    std::string text = "{\"traceEvents\": [\n";
+    std::vector<char> line(256);
     for (size_t i = 0; i < events_.size(); ++i) {
       const Event& e = events_[i];
-      std::fprintf(out, "  {\"name\": \"%s\", \"cat\": \"%s\", \"ph\": \"X\", \"pid\": 1, \"tid\": 1, "
-                        "\"ts\": %.3f, \"dur\": %.3f, \"args\": {\"instruction\": %u, \"node\": \"%s\"}}%s\n",
-                   json_escape(e.what).c_str(), json_escape(method.instruction_backend(e.index)).c_str(),
-                   (e.begin_ns - origin) / 1e3, (e.end_ns - e.begin_ns) / 1e3, e.index, json_escape(e.node).c_str(),
-                   i + 1 < events_.size() ? "," : "");
+      const std::string what = json_escape(e.what), backend = json_escape(method.instruction_backend(e.index));
+      const std::string node = json_escape(e.node);
+      const char* format = "  {\"name\": \"%s\", \"cat\": \"%s\", \"ph\": \"X\", \"pid\": 1, \"tid\": 1, "
+                           "\"ts\": %.3f, \"dur\": %.3f, \"args\": {\"instruction\": %u, \"node\": \"%s\"}}%s\n";
+      const auto print = [&] {
+        return std::snprintf(line.data(), line.size(), format, what.c_str(), backend.c_str(), (e.begin_ns - origin) / 1e3,
+                             (e.end_ns - e.begin_ns) / 1e3, e.index, node.c_str(), i + 1 < events_.size() ? "," : "");
+      };
+      const int n = print();
+      if (n >= 0 && static_cast<size_t>(n) >= line.size()) {
+        line.resize(static_cast<size_t>(n) + 1);
+        print();
+      }
+      text += line.data();
     }
-    std::fprintf(out, "]}\n");
-    if (std::fclose(out) != 0) fail("--profile: cannot write " + path);
+    text += "]}\n";
+    try {
+      tools::write_file_atomically(path, text.data(), text.size(), "--profile");
+    } catch (const std::exception& e) {
+      fail(e.what());
+    }
     // Per-op totals, largest first.
     std::vector<std::pair<std::string, std::pair<double, int>>> totals;
     for (const Event& e : events_) {
@@ -367,7 +380,9 @@ int run_program(const Options& o) {
     if (index >= meta->input_count()) fail("--input: more inputs given than the method takes");
     tools::NpyArray array;
     std::string error;
-    if (!tools::read_npy(path, &array, &error)) fail("--input " + path + ": " + error);
+    // Bounded by what the input can take (plus room for the header): a huge file is not read.
+    const uint64_t max_bytes = meta->input(index).value().max_nbytes + (uint64_t(1) << 20);
+    if (!tools::read_npy(path, &array, &error, max_bytes)) fail("--input " + error);
     TensorView src;
     src.dtype = array.dtype;
     src.rank = static_cast<uint8_t>(std::min<size_t>(array.dims.size(), kMaxRank));
@@ -415,8 +430,14 @@ int run_program(const Options& o) {
       const uint8_t* bytes = out.data_as<const uint8_t>();
       array.data.assign(bytes, bytes + out.nbytes());
       std::string error;
-      const std::string path = o.output_dir + "/" + t.name + ".npy";
-      if (!tools::write_npy(path, array, &error)) fail("writing " + path + ": " + error);
+      // The name comes from the program file: a plain file name only, never a path out of the folder.
+      const std::string name = t.name;
+      if (name.empty() || name == "." || name == ".." || name.find('/') != std::string::npos) {
+        fail("--output-dir: output " + std::to_string(i) + " is named '" + name +
+             "' in the program, which is not a plain file name");
+      }
+      const std::string path = o.output_dir + "/" + name + ".npy";
+      if (!tools::write_npy(path, array, &error)) fail("--output-dir " + error);
       std::printf("    wrote %s\n", path.c_str());
     }
   }
@@ -545,6 +566,11 @@ int main(int argc, char** argv) {
   set_log_level(o.verbose ? LogLevel::Info : LogLevel::Error);
   try {
     apply_llm_flags(app, llm_numbers, &o);
+    // Files read are noted, so that no output (--output-dir, --profile) replaces one of them.
+    tools::ReadLog inputs;
+    for (const std::string& path : {o.program, o.info, o.tokenizer, o.prompts_file}) {
+      if (!path.empty()) inputs.add_path(path);
+    }
     if (!o.info.empty()) return run_info(o);
     if (wants_llm(o)) return run_llm(o);
     if (o.program.empty()) {

@@ -2,45 +2,78 @@
 
 #include <cmath>
 #include <filesystem>
-#include <fstream>
 #include <nlohmann/json.hpp>
 #include <stdexcept>
+
+#include "tools/common/host_io.h"
 
 namespace ember::exporter::hf {
 namespace {
 
 using json = nlohmann::json;
+using tools::json_excerpt;
+using tools::json_type_name;
 
 [[noreturn]] void fail(const std::string& file, const std::string& what) {
   throw std::runtime_error(file + ": " + what);
 }
 
-json read_json(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) fail(path, "cannot open");
-  try {
-    return json::parse(in);
-  } catch (const json::exception& e) {
-    fail(path, std::string("not valid JSON: ") + e.what());
-  }
+// "<key> = <value>: expected <what>, got <type>".
+[[noreturn]] void fail_type(const std::string& file, const std::string& key, const json& v, const char* expected) {
+  fail(file, key + " = " + json_excerpt(v) + ": expected " + expected + ", got " + json_type_name(v));
+}
+
+const json* find(const json& j, const char* key) {
+  if (!j.is_object()) return nullptr;
+  auto it = j.find(key);
+  return it == j.end() ? nullptr : &*it;
 }
 
 int64_t get_int(const json& j, const std::string& file, const char* key, int64_t lo, int64_t hi) {
-  if (!j.contains(key) || !j[key].is_number_integer()) fail(file, std::string(key) + " missing or not an integer");
-  const int64_t v = j[key].get<int64_t>();
-  if (v < lo || v > hi) {
-    fail(file, std::string(key) + " = " + std::to_string(v) + " outside [" + std::to_string(lo) + ", " +
+  const json* v = find(j, key);
+  if (v == nullptr) fail(file, std::string(key) + " is missing (expected an integer)");
+  if (!v->is_number_integer()) fail_type(file, key, *v, "an integer");
+  if (v->is_number_unsigned() && v->get<uint64_t>() > uint64_t(INT64_MAX)) {
+    fail(file, std::string(key) + " = " + json_excerpt(*v) + " outside [" + std::to_string(lo) + ", " + std::to_string(hi) + "]");
+  }
+  const int64_t value = v->get<int64_t>();
+  if (value < lo || value > hi) {
+    fail(file, std::string(key) + " = " + std::to_string(value) + " outside [" + std::to_string(lo) + ", " +
                    std::to_string(hi) + "]");
   }
-  return v;
+  return value;
 }
 
 double get_num(const json& j, const std::string& file, const char* key, double fallback) {
-  if (!j.contains(key) || j[key].is_null()) return fallback;
-  if (!j[key].is_number()) fail(file, std::string(key) + " = " + j[key].dump() + " is not a number");
-  const double v = j[key].get<double>();
-  if (!std::isfinite(v)) fail(file, std::string(key) + " is not finite");
-  return v;
+  const json* v = find(j, key);
+  if (v == nullptr || v->is_null()) return fallback;
+  if (!v->is_number()) fail_type(file, key, *v, "a number");
+  const double value = v->get<double>();
+  if (!std::isfinite(value)) fail(file, std::string(key) + " is not finite");
+  return value;
+}
+
+std::string get_string(const json& j, const std::string& file, const char* key, const std::string& fallback) {
+  const json* v = find(j, key);
+  if (v == nullptr || v->is_null()) return fallback;
+  if (!v->is_string()) fail_type(file, key, *v, "a string");
+  return v->get<std::string>();
+}
+
+bool get_bool(const json& j, const std::string& file, const char* key, bool fallback) {
+  const json* v = find(j, key);
+  if (v == nullptr || v->is_null()) return fallback;
+  if (!v->is_boolean()) fail_type(file, key, *v, "a boolean");
+  return v->get<bool>();
+}
+
+// The JSON reader with limits (tools/common/host_io.h), its errors as this importer's.
+json parse_json_text(const std::string& text, const std::string& file) {
+  try {
+    return tools::parse_json(text, file);
+  } catch (const tools::HostIoError& e) {
+    throw std::runtime_error(e.what());
+  }
 }
 
 std::vector<int64_t> get_ids(const json& v, const std::string& file, const char* key) {
@@ -49,11 +82,11 @@ std::vector<int64_t> get_ids(const json& v, const std::string& file, const char*
     ids.push_back(v.get<int64_t>());
   } else if (v.is_array()) {
     for (const json& e : v) {
-      if (!e.is_number_integer()) fail(file, std::string(key) + " entry " + e.dump() + " is not a token id");
+      if (!e.is_number_integer()) fail(file, std::string(key) + " entry " + json_excerpt(e) + " is not a token id");
       ids.push_back(e.get<int64_t>());
     }
   } else if (!v.is_null()) {
-    fail(file, std::string(key) + " = " + v.dump() + " is not a token id or a list of them");
+    fail(file, std::string(key) + " = " + json_excerpt(v) + " is not a token id or a list of them");
   }
   return ids;
 }
@@ -69,20 +102,19 @@ const char* to_string(Family family) {
   return "?";
 }
 
-LlmConfig load_config(const std::string& dir) {
-  namespace fs = std::filesystem;
-  const std::string file = (fs::path(dir) / "config.json").string();
-  const json j = read_json(file);
-  if (!j.is_object()) fail(file, "not a JSON object");
+LlmConfig parse_llm_config(const std::string& config_json, const std::string& generation_json,
+                           const std::string& config_name, const std::string& generation_name) {
+  const std::string& file = config_name;
+  const json j = parse_json_text(config_json, file);
+  if (!j.is_object()) fail(file, std::string("expected a JSON object, got ") + json_type_name(j));
   LlmConfig c;
-  const std::string model_type = j.value("model_type", "");
+  const std::string model_type = get_string(j, file, "model_type", "");
   if (model_type == "llama") c.family = Family::Llama;
   else if (model_type == "qwen2") c.family = Family::Qwen2;
   else if (model_type == "qwen3") c.family = Family::Qwen3;
   else fail(file, "model_type '" + model_type + "' is not supported (llama, qwen2, qwen3)");
-  if (j.contains("architectures") && j["architectures"].is_array() && !j["architectures"].empty() &&
-      j["architectures"][0].is_string()) {
-    c.architecture = j["architectures"][0].get<std::string>();
+  if (const json* a = find(j, "architectures"); a != nullptr && a->is_array() && !a->empty() && (*a)[0].is_string()) {
+    c.architecture = (*a)[0].get<std::string>();
   }
   constexpr int64_t kBig = int64_t(1) << 31;
   c.vocab_size = get_int(j, file, "vocab_size", 1, kBig);
@@ -90,14 +122,14 @@ LlmConfig load_config(const std::string& dir) {
   c.intermediate_size = get_int(j, file, "intermediate_size", 1, kBig);
   c.num_layers = get_int(j, file, "num_hidden_layers", 1, 4096);
   c.num_heads = get_int(j, file, "num_attention_heads", 1, 4096);
-  c.num_kv_heads = j.contains("num_key_value_heads") && !j["num_key_value_heads"].is_null()
-                       ? get_int(j, file, "num_key_value_heads", 1, c.num_heads)
-                       : c.num_heads;
+  const json* kv_heads = find(j, "num_key_value_heads");
+  c.num_kv_heads = kv_heads != nullptr && !kv_heads->is_null() ? get_int(j, file, "num_key_value_heads", 1, c.num_heads)
+                                                              : c.num_heads;
   if (c.num_heads % c.num_kv_heads != 0) {
     fail(file, "num_attention_heads = " + std::to_string(c.num_heads) + " is not a multiple of num_key_value_heads = " +
                    std::to_string(c.num_kv_heads));
   }
-  if (j.contains("head_dim") && !j["head_dim"].is_null()) {
+  if (const json* hd = find(j, "head_dim"); hd != nullptr && !hd->is_null()) {
     c.head_dim = get_int(j, file, "head_dim", 2, 4096);
   } else {
     if (c.hidden_size % c.num_heads != 0) fail(file, "hidden_size is not a multiple of num_attention_heads");
@@ -108,68 +140,102 @@ LlmConfig load_config(const std::string& dir) {
   c.rms_norm_eps = get_num(j, file, "rms_norm_eps", 1e-6);
   c.rope_theta = get_num(j, file, "rope_theta", 10000.0);
   if (!(c.rope_theta > 1.0)) fail(file, "rope_theta must be > 1");
-  c.tie_word_embeddings = j.value("tie_word_embeddings", false);
-  c.attention_bias = c.family == Family::Qwen2 ? true : j.value("attention_bias", false);
+  c.tie_word_embeddings = get_bool(j, file, "tie_word_embeddings", false);
+  c.attention_bias = c.family == Family::Qwen2 ? true : get_bool(j, file, "attention_bias", false);
   c.qk_norm = c.family == Family::Qwen3;
-  c.torch_dtype = j.value("torch_dtype", j.value("dtype", "float32"));
-  if (j.value("hidden_act", "silu") != "silu") fail(file, "hidden_act '" + j.value("hidden_act", "") + "' is not silu");
-  if (j.value("mlp_bias", false)) fail(file, "mlp_bias = true is not supported");
+  c.torch_dtype = get_string(j, file, "torch_dtype", get_string(j, file, "dtype", "float32"));
+  const std::string act = get_string(j, file, "hidden_act", "silu");
+  if (act != "silu") fail(file, "hidden_act '" + act + "' is not silu");
+  if (get_bool(j, file, "mlp_bias", false)) fail(file, "mlp_bias = true is not supported");
   if (get_num(j, file, "partial_rotary_factor", 1.0) != 1.0) fail(file, "partial_rotary_factor != 1 is not supported");
-  if (j.value("use_sliding_window", false)) fail(file, "use_sliding_window = true is not supported");
-  if (j.contains("rope_scaling") && !j["rope_scaling"].is_null()) {
-    const json& r = j["rope_scaling"];
-    const std::string type = r.value("rope_type", r.value("type", ""));
+  if (get_bool(j, file, "use_sliding_window", false)) fail(file, "use_sliding_window = true is not supported");
+  if (const json* r = find(j, "rope_scaling"); r != nullptr && !r->is_null()) {
+    if (!r->is_object()) fail_type(file, "rope_scaling", *r, "an object");
+    const std::string rfile = file + ": rope_scaling";
+    const std::string type = get_string(*r, rfile, "rope_type", get_string(*r, rfile, "type", ""));
     if (type == "llama3") {
       c.rope_scaling.type = RopeScaling::Type::Llama3;
-      c.rope_scaling.factor = get_num(r, file, "factor", 0.0);
-      c.rope_scaling.low_freq_factor = get_num(r, file, "low_freq_factor", 0.0);
-      c.rope_scaling.high_freq_factor = get_num(r, file, "high_freq_factor", 0.0);
-      c.rope_scaling.original_max_position_embeddings =
-          get_int(r, file, "original_max_position_embeddings", 1, kBig);
+      c.rope_scaling.factor = get_num(*r, rfile, "factor", 0.0);
+      c.rope_scaling.low_freq_factor = get_num(*r, rfile, "low_freq_factor", 0.0);
+      c.rope_scaling.high_freq_factor = get_num(*r, rfile, "high_freq_factor", 0.0);
+      c.rope_scaling.original_max_position_embeddings = get_int(*r, rfile, "original_max_position_embeddings", 1, kBig);
       if (!(c.rope_scaling.factor > 0.0) || !(c.rope_scaling.low_freq_factor > 0.0) ||
           !(c.rope_scaling.high_freq_factor > c.rope_scaling.low_freq_factor)) {
-        fail(file, "rope_scaling " + r.dump() + ": needs factor > 0 and high_freq_factor > low_freq_factor > 0");
+        fail(file, "rope_scaling " + json_excerpt(*r) + ": needs factor > 0 and high_freq_factor > low_freq_factor > 0");
       }
     } else if (type != "default") {
       fail(file, "rope_scaling type '" + type + "' is not supported (default, llama3)");
     }
   }
-  if (j.contains("quantization_config") && !j["quantization_config"].is_null()) {
-    const json& q = j["quantization_config"];
-    const std::string method = q.value("quant_method", "");
+  if (const json* q = find(j, "quantization_config"); q != nullptr && !q->is_null()) {
+    if (!q->is_object()) fail_type(file, "quantization_config", *q, "an object");
+    const std::string qfile = file + ": quantization_config";
+    const std::string method = get_string(*q, qfile, "quant_method", "");
     if (method != "fp8") fail(file, "quantization_config.quant_method '" + method + "' is not supported (fp8)");
-    if (q.value("fmt", "e4m3") != "e4m3") fail(file, "quantization_config.fmt '" + q.value("fmt", "") + "' is not e4m3");
-    if (!q.contains("weight_block_size") || !q["weight_block_size"].is_array() || q["weight_block_size"].size() != 2) {
-      fail(file, "quantization_config.weight_block_size must be [block_out, block_in]");
+    const std::string fmt = get_string(*q, qfile, "fmt", "e4m3");
+    if (fmt != "e4m3") fail(file, "quantization_config.fmt '" + fmt + "' is not e4m3");
+    const json* block = find(*q, "weight_block_size");
+    if (block == nullptr || !block->is_array() || block->size() != 2 || !(*block)[0].is_number_integer() ||
+        !(*block)[1].is_number_integer()) {
+      fail(file, "quantization_config.weight_block_size must be [block_out, block_in] (integers)");
     }
     c.fp8 = true;
-    c.fp8_block_n = q["weight_block_size"][0].get<int64_t>();
-    c.fp8_block_k = q["weight_block_size"][1].get<int64_t>();
+    c.fp8_block_n = (*block)[0].get<int64_t>();
+    c.fp8_block_k = (*block)[1].get<int64_t>();
     if (c.fp8_block_n < 1 || c.fp8_block_k < 1) fail(file, "quantization_config.weight_block_size entries must be >= 1");
   }
-  if (j.contains("bos_token_id")) {
-    const auto ids = get_ids(j["bos_token_id"], file, "bos_token_id");
+  if (const json* bos = find(j, "bos_token_id")) {
+    const auto ids = get_ids(*bos, file, "bos_token_id");
     if (!ids.empty()) c.bos_token_id = ids[0];
   }
-  if (j.contains("eos_token_id")) c.eos_token_ids = get_ids(j["eos_token_id"], file, "eos_token_id");
-  const std::string gen_file = (fs::path(dir) / "generation_config.json").string();
-  if (fs::exists(gen_file)) {
-    const json g = read_json(gen_file);
-    if (g.contains("bos_token_id")) {
-      const auto ids = get_ids(g["bos_token_id"], gen_file, "bos_token_id");
+  if (const json* eos = find(j, "eos_token_id")) c.eos_token_ids = get_ids(*eos, file, "eos_token_id");
+  if (!generation_json.empty()) {
+    const std::string& gen_file = generation_name;
+    const json g = parse_json_text(generation_json, gen_file);
+    if (!g.is_object()) fail(gen_file, std::string("expected a JSON object, got ") + json_type_name(g));
+    if (const json* bos = find(g, "bos_token_id")) {
+      const auto ids = get_ids(*bos, gen_file, "bos_token_id");
       if (!ids.empty()) c.bos_token_id = ids[0];
     }
-    if (g.contains("eos_token_id")) c.eos_token_ids = get_ids(g["eos_token_id"], gen_file, "eos_token_id");
-    c.do_sample = g.value("do_sample", false);
+    if (const json* eos = find(g, "eos_token_id")) c.eos_token_ids = get_ids(*eos, gen_file, "eos_token_id");
+    c.do_sample = get_bool(g, gen_file, "do_sample", false);
     c.temperature = get_num(g, gen_file, "temperature", 1.0);
     c.top_p = get_num(g, gen_file, "top_p", 1.0);
-    c.top_k = g.contains("top_k") && g["top_k"].is_number_integer() ? g["top_k"].get<int64_t>() : 0;
+    const json* top_k = find(g, "top_k");
+    c.top_k = top_k != nullptr && !top_k->is_null() ? get_int(g, gen_file, "top_k", 0, kBig) : 0;
     c.repetition_penalty = get_num(g, gen_file, "repetition_penalty", 1.0);
   }
   for (int64_t id : c.eos_token_ids) {
     if (id < 0 || id >= c.vocab_size) fail(file, "eos token id " + std::to_string(id) + " outside the vocabulary");
   }
   return c;
+}
+
+// dir/name, which must resolve inside dir unless the folder is trusted.
+static std::string read_model_file(const std::string& dir, const std::string& name, bool trust_model_folder) {
+  namespace fs = std::filesystem;
+  const std::string path = (fs::path(dir) / name).string();
+  try {
+    tools::resolve_inside(dir, name, trust_model_folder, "model folder entry", "--trust-model-folder");
+    return tools::read_regular_file(path, tools::JsonLimits{}.max_bytes);
+  } catch (const tools::HostIoError& e) {
+    throw std::runtime_error(e.what());
+  }
+}
+
+LlmConfig load_config(const std::string& dir, bool trust_model_folder) {
+  namespace fs = std::filesystem;
+  const std::string file = (fs::path(dir) / "config.json").string();
+  const std::string gen_file = (fs::path(dir) / "generation_config.json").string();
+  const std::string config_text = read_model_file(dir, "config.json", trust_model_folder);
+  // A folder without generation_config.json is common; a dangling link counts as absent too.
+  std::error_code ec;
+  std::string generation_text;
+  if (fs::exists(gen_file, ec)) {
+    generation_text = read_model_file(dir, "generation_config.json", trust_model_folder);
+    if (generation_text.empty()) fail(gen_file, "empty file (expected a JSON object)");
+  }
+  return parse_llm_config(config_text, generation_text, file, gen_file);
 }
 
 std::vector<float> rope_inv_freq(const LlmConfig& c) {

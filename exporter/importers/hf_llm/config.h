@@ -40,8 +40,17 @@ struct LlmConfig {
   bool do_sample = false;
 };
 
-// Reads dir/config.json and, when present, dir/generation_config.json.
-LlmConfig load_config(const std::string& dir);
+// Reads dir/config.json and, when present, dir/generation_config.json: regular files of at most
+// 128 MiB that resolve inside `dir` (symlinks followed) unless `trust_model_folder`
+// (tools/common/host_io.h; exporter --trust-model-folder).
+LlmConfig load_config(const std::string& dir, bool trust_model_folder = false);
+
+// The same from the files' text (the fuzzers' entry point): `generation_json` empty means there is
+// no generation_config.json. The names prefix error messages. JSON nested deeper than 512 levels
+// or larger than 128 MiB is refused before it is parsed.
+LlmConfig parse_llm_config(const std::string& config_json, const std::string& generation_json = "",
+                           const std::string& config_name = "config.json",
+                           const std::string& generation_name = "generation_config.json");
 
 // RoPE inverse frequencies [head_dim / 2] in f32 as transformers computes them
 // (_compute_default_rope_parameters, _compute_llama3_parameters).

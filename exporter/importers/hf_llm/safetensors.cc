@@ -9,11 +9,13 @@
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <limits>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <stdexcept>
 #include <utility>
+
+#include "tools/common/host_io.h"
 
 namespace ember::exporter::hf {
 namespace {
@@ -47,38 +49,50 @@ int64_t SafeTensor::numel() const {
 }
 
 std::unique_ptr<SafetensorsFile> SafetensorsFile::open(const std::string& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) fail(path, std::string("cannot open: ") + std::strerror(errno));
-  struct stat st {};
-  if (::fstat(fd, &st) != 0) {
-    ::close(fd);
-    fail(path, std::string("cannot stat: ") + std::strerror(errno));
+  // A regular file only (a FIFO or a device is refused, never waited on); its size bounds the header.
+  std::optional<tools::RegularFile> regular;
+  try {
+    regular.emplace(tools::RegularFile::open(path, std::numeric_limits<uint64_t>::max()));
+  } catch (const tools::HostIoError& e) {
+    throw std::runtime_error(e.what());
   }
+  if (regular->size() > std::numeric_limits<size_t>::max()) fail(path, "too large to map");
   std::unique_ptr<SafetensorsFile> file(new SafetensorsFile());
-  file->size_ = static_cast<size_t>(st.st_size);
+  file->size_ = static_cast<size_t>(regular->size());
   if (file->size_ < 8) {
-    ::close(fd);
     fail(path, "file of " + std::to_string(file->size_) + " bytes is shorter than the 8-byte header length");
   }
-  void* map = ::mmap(nullptr, file->size_, PROT_READ, MAP_PRIVATE, fd, 0);
-  ::close(fd);
+  void* map = ::mmap(nullptr, file->size_, PROT_READ, MAP_PRIVATE, regular->fd(), 0);
+  regular.reset();
   if (map == MAP_FAILED) fail(path, std::string("cannot mmap: ") + std::strerror(errno));
   file->map_ = map;
-  const auto* bytes = static_cast<const uint8_t*>(map);
+  file->parse_into(static_cast<const uint8_t*>(map), file->size_, path);
+  return file;
+}
+
+std::unique_ptr<SafetensorsFile> SafetensorsFile::parse(const uint8_t* bytes, size_t size, const std::string& name) {
+  std::unique_ptr<SafetensorsFile> file(new SafetensorsFile());
+  file->parse_into(bytes, size, name);
+  return file;
+}
+
+void SafetensorsFile::parse_into(const uint8_t* bytes, size_t size, const std::string& path) {
+  if (size < 8) fail(path, "file of " + std::to_string(size) + " bytes is shorter than the 8-byte header length");
   uint64_t header = 0;
   for (int i = 7; i >= 0; --i) header = header << 8 | bytes[i];
-  if (header > kMaxHeaderBytes || header > file->size_ - 8) {
-    fail(path, "header length " + std::to_string(header) + " exceeds the file (" + std::to_string(file->size_) +
+  if (header > kMaxHeaderBytes || header > size - 8) {
+    fail(path, "header length " + std::to_string(header) + " exceeds the file (" + std::to_string(size) +
                    " bytes) or 100 MiB");
   }
   json j;
   try {
-    j = json::parse(reinterpret_cast<const char*>(bytes + 8), reinterpret_cast<const char*>(bytes + 8 + header));
-  } catch (const json::exception& e) {
-    fail(path, std::string("header is not valid JSON: ") + e.what());
+    j = tools::parse_json(std::string_view(reinterpret_cast<const char*>(bytes + 8), static_cast<size_t>(header)),
+                          path + " (header)", tools::JsonLimits{kMaxHeaderBytes, 512});
+  } catch (const tools::HostIoError& e) {
+    throw std::runtime_error(e.what());
   }
   if (!j.is_object()) fail(path, "header is not a JSON object");
-  const uint64_t data_begin = 8 + header, data_size = file->size_ - data_begin;
+  const uint64_t data_begin = 8 + header, data_size = size - data_begin;
   std::vector<std::pair<uint64_t, uint64_t>> ranges;
   for (auto it = j.begin(); it != j.end(); ++it) {
     const std::string& name = it.key();
@@ -86,7 +100,7 @@ std::unique_ptr<SafetensorsFile> SafetensorsFile::open(const std::string& path) 
       if (!it->is_object()) fail(path, "__metadata__ is not an object");
       for (auto m = it->begin(); m != it->end(); ++m) {
         if (!m->is_string()) fail(path, "__metadata__." + m.key() + " is not a string");
-        file->metadata_[m.key()] = m->get<std::string>();
+        metadata_[m.key()] = m->get<std::string>();
       }
       continue;
     }
@@ -130,7 +144,7 @@ std::unique_ptr<SafetensorsFile> SafetensorsFile::open(const std::string& path) 
     st.data = bytes + data_begin + begin;
     st.nbytes = static_cast<size_t>(end - begin);
     if (st.nbytes > 0) ranges.emplace_back(begin, end);
-    file->tensors_.emplace(name, std::move(st));
+    tensors_.emplace(name, std::move(st));
   }
   std::sort(ranges.begin(), ranges.end());
   for (size_t i = 1; i < ranges.size(); ++i) {
@@ -138,35 +152,46 @@ std::unique_ptr<SafetensorsFile> SafetensorsFile::open(const std::string& path) 
       fail(path, "two tensors overlap at data offset " + std::to_string(ranges[i].first));
     }
   }
-  return file;
 }
 
 SafetensorsFile::~SafetensorsFile() {
   if (map_ != nullptr) ::munmap(map_, size_);
 }
 
-Checkpoint Checkpoint::open(const std::string& dir) {
+Checkpoint Checkpoint::open(const std::string& dir, bool trust_model_folder) {
   namespace fs = std::filesystem;
+  // Every file must resolve inside `dir` (symlinks followed) unless the folder is trusted.
+  auto inside = [&](const std::string& name, const std::string& what) {
+    try {
+      tools::resolve_inside(dir, name, trust_model_folder, what, "--trust-model-folder");
+    } catch (const tools::HostIoError& e) {
+      throw std::runtime_error(e.what());
+    }
+    return (fs::path(dir) / name).string();
+  };
   Checkpoint ckpt;
   const fs::path single = fs::path(dir) / "model.safetensors";
   const fs::path index = fs::path(dir) / "model.safetensors.index.json";
-  if (fs::exists(index)) {
-    std::ifstream in(index);
+  std::error_code ec;
+  if (fs::exists(index, ec)) {
     json j;
     try {
-      j = json::parse(in);
-    } catch (const json::exception& e) {
-      fail(index.string(), std::string("not valid JSON: ") + e.what());
+      j = tools::read_json_file(inside("model.safetensors.index.json", "model folder entry"));
+    } catch (const tools::HostIoError& e) {
+      throw std::runtime_error(e.what());
     }
-    if (!j.contains("weight_map") || !j["weight_map"].is_object()) fail(index.string(), "no weight_map object");
+    if (!j.is_object() || !j.contains("weight_map") || !j["weight_map"].is_object()) fail(index.string(), "no weight_map object");
     std::map<std::string, std::shared_ptr<SafetensorsFile>> shards;
     for (auto it = j["weight_map"].begin(); it != j["weight_map"].end(); ++it) {
-      if (!it->is_string()) fail(index.string(), "weight_map." + it.key() + " is not a file name");
-      const std::string shard = it->get<std::string>();
-      if (shard.find('/') != std::string::npos || shard == ".." || shard.empty()) {
-        fail(index.string(), "weight_map." + it.key() + " names '" + shard + "', not a file in the folder");
+      if (!it->is_string()) {
+        fail(index.string(), "weight_map." + it.key() + " = " + tools::json_excerpt(*it) + ": expected a file name, got " +
+                                 tools::json_type_name(*it));
       }
-      if (shards.count(shard) == 0) shards[shard] = SafetensorsFile::open((fs::path(dir) / shard).string());
+      const std::string shard = it->get<std::string>();
+      if (shards.count(shard) == 0) {
+        const std::string path = inside(shard, index.string() + ": weight_map." + it.key() + " names");
+        shards[shard] = SafetensorsFile::open(path);
+      }
       const auto& tensors = shards[shard]->tensors();
       auto t = tensors.find(it.key());
       if (t == tensors.end()) fail(index.string(), "tensor '" + it.key() + "' is not in " + shard);
@@ -180,8 +205,8 @@ Checkpoint Checkpoint::open(const std::string& dir) {
       }
       ckpt.files_.push_back(file);
     }
-  } else if (fs::exists(single)) {
-    auto file = std::shared_ptr<SafetensorsFile>(SafetensorsFile::open(single.string()));
+  } else if (fs::exists(single, ec)) {
+    auto file = std::shared_ptr<SafetensorsFile>(SafetensorsFile::open(inside("model.safetensors", "model folder entry")));
     for (const auto& [name, t] : file->tensors()) ckpt.tensors_[name] = &t;
     ckpt.files_.push_back(file);
   } else {

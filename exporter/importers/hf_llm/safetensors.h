@@ -34,7 +34,13 @@ struct SafeTensor {
 // One memory-mapped safetensors file.
 class SafetensorsFile {
  public:
+  // Maps `path`: a regular file (a FIFO or device is refused without blocking); the header length
+  // is bounded by the file size and 100 MiB, its JSON by 512 levels of nesting.
   static std::unique_ptr<SafetensorsFile> open(const std::string& path);
+  // Parses a whole file image held by the caller (8-byte length, header, data), with the same
+  // checks; `name` prefixes messages. The tensors point into `bytes`, which must outlive the
+  // result. The fuzzers' entry point.
+  static std::unique_ptr<SafetensorsFile> parse(const uint8_t* bytes, size_t size, const std::string& name);
   ~SafetensorsFile();
   SafetensorsFile(const SafetensorsFile&) = delete;
   SafetensorsFile& operator=(const SafetensorsFile&) = delete;
@@ -44,7 +50,8 @@ class SafetensorsFile {
 
  private:
   SafetensorsFile() = default;
-  void* map_ = nullptr;
+  void parse_into(const uint8_t* bytes, size_t size, const std::string& name);
+  void* map_ = nullptr;  // null when parse() was given the bytes
   size_t size_ = 0;
   std::map<std::string, SafeTensor> tensors_;
   std::map<std::string, std::string> metadata_;
@@ -55,8 +62,10 @@ class SafetensorsFile {
 class Checkpoint {
  public:
   // dir/model.safetensors, or the shards dir/model.safetensors.index.json names (every tensor in
-  // the index must be in the shard it names, and every tensor of a shard in the index).
-  static Checkpoint open(const std::string& dir);
+  // the index must be in the shard it names, and every tensor of a shard in the index). Every file
+  // must resolve inside `dir` (symlinks followed; no "..", no absolute shard names) unless
+  // `trust_model_folder` (exporter --trust-model-folder).
+  static Checkpoint open(const std::string& dir, bool trust_model_folder = false);
 
   bool has(const std::string& name) const { return tensors_.count(name) != 0; }
   const SafeTensor& take(const std::string& name);  // throws naming the tensor when it is missing

@@ -49,7 +49,8 @@ std::vector<float> to_f32(const SafeTensor& t) {
 class Importer {
  public:
   Importer(const std::string& dir, const StepOptions& options)
-      : dir_(dir), options_(options), config_(load_config(dir)), ckpt_(Checkpoint::open(dir)) {}
+      : dir_(dir), options_(options), config_(load_config(dir, options.trust_model_folder)),
+        ckpt_(Checkpoint::open(dir, options.trust_model_folder)) {}
 
   StepImport run();
 

@@ -51,6 +51,7 @@ struct StepOptions {
   bool emit_logits = false;   // logits [S, vocab] as a third output (tests against reference logits)
   bool emit_logprobs = true;  // logprobs [S] f32 (the sampled token's log-probability) as an output
   std::ostream* progress = nullptr;  // a progress bar while weights are converted; null = quiet
+  bool trust_model_folder = false;   // files may resolve outside the folder (--trust-model-folder)
 };
 
 struct StepImport {

@@ -238,6 +238,7 @@ class Importer {
   Importer(const onnx::ModelProto& model, std::string base_dir, const OnnxImportOptions& options)
       : model_(model), options_(options) {
     read_options_.base_dir = std::move(base_dir);
+    read_options_.trust_model_folder = options.trust_model_folder;
   }
 
   OnnxImport run();

@@ -4,7 +4,7 @@
 #include <climits>
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
+#include <limits>
 
 #include <google/protobuf/io/coded_stream.h>
 #include <google/protobuf/io/zero_copy_stream_impl_lite.h>
@@ -14,6 +14,7 @@
 #include "exporter/passes/constant_folding.h"
 #include "exporter/passes/evaluate.h"
 #include "runtime/kernel/kernel.h"
+#include "tools/common/host_io.h"
 
 namespace ember::exporter {
 namespace onnx_detail {
@@ -731,18 +732,19 @@ OnnxImport import_onnx_bytes(const std::string& bytes, const std::string& base_d
 
 OnnxImport import_onnx_file(const std::string& path, const OnnxImportOptions& options) {
   namespace fs = std::filesystem;
-  std::error_code ec;
-  if (!fs::is_regular_file(path, ec)) throw ExportError("onnx: cannot open '" + path + "' (no such file)");
-  const uint64_t size = fs::file_size(path, ec);
-  if (ec) throw ExportError("onnx: cannot stat '" + path + "'");
-  if (size >= (uint64_t{1} << 31)) {
-    throw ExportError("onnx: '" + path + "' is " + std::to_string(size) + " bytes; protobuf messages are limited to 2 GiB: "
-                      "save the weights as external data (onnx.save_model(model, path, save_as_external_data=True))");
+  std::string bytes;
+  try {
+    // A regular file only (a FIFO or device is refused without blocking), read exactly.
+    const tools::RegularFile file = tools::RegularFile::open(path, std::numeric_limits<uint64_t>::max(), "onnx:");
+    if (file.size() >= (uint64_t{1} << 31)) {
+      throw ExportError("onnx: '" + path + "' is " + std::to_string(file.size()) +
+                        " bytes; protobuf messages are limited to 2 GiB: save the weights as external data "
+                        "(onnx.save_model(model, path, save_as_external_data=True))");
+    }
+    bytes = file.read_all();
+  } catch (const tools::HostIoError& e) {
+    throw ExportError(e.what());
   }
-  std::ifstream in(path, std::ios::binary);
-  std::string bytes(static_cast<size_t>(size), '\0');
-  if (size) in.read(bytes.data(), static_cast<std::streamsize>(size));
-  if (!in) throw ExportError("onnx: reading '" + path + "' failed");
   const fs::path parent = fs::path(path).parent_path();
   return import_onnx_bytes(bytes, parent.empty() ? "." : parent.string(), options);
 }

@@ -36,6 +36,9 @@ struct OnnxImportOptions {
   // Overrides / completes graph input shapes. Every symbolic (dim_param) or unknown input dim needs
   // one: the planner sizes memory for each symbol's max.
   std::vector<InputShapeSpec> input_shapes;
+  // External data files may resolve outside the model's folder (symlinks, "..", absolute paths);
+  // by default they must stay inside it (exporter --trust-model-folder).
+  bool trust_model_folder = false;
 };
 
 struct OnnxImportStats {
@@ -58,8 +61,10 @@ struct OnnxImport {
   OnnxImportStats stats;
 };
 
-// Reads `path` (external data relative to its folder). Files over protobuf's 2 GiB message limit
-// are rejected with a hint to save weights as external data.
+// Reads `path` (external data relative to its folder). A regular file only (a FIFO or device is
+// refused without blocking). Files over protobuf's 2 GiB message limit are rejected with a hint to
+// save weights as external data. External data must resolve inside the folder (symlinks followed)
+// unless options.trust_model_folder.
 OnnxImport import_onnx_file(const std::string& path, const OnnxImportOptions& options = {});
 // A serialized ModelProto; external data relative to `base_dir`.
 OnnxImport import_onnx_bytes(const std::string& bytes, const std::string& base_dir,

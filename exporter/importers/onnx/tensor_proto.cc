@@ -2,10 +2,10 @@
 
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <limits>
 
 #include "onnx.pb.h"
+#include "tools/common/host_io.h"
 
 namespace ember::exporter {
 namespace {
@@ -33,50 +33,61 @@ std::vector<uint8_t> read_external(const onnx::TensorProto& tensor, const Tensor
   std::string location;
   uint64_t offset = 0;
   int64_t length = -1;
-  for (const auto& kv : tensor.external_data()) {
-    try {
-      if (kv.key() == "location") {
-        location = kv.value();
-      } else if (kv.key() == "offset") {
-        offset = std::stoull(kv.value());
-      } else if (kv.key() == "length") {
-        length = static_cast<int64_t>(std::stoull(kv.value()));
-      } else if (kv.key() == "checksum") {
-        // SHA-1 of the data; not verified (the .pte carries its own xxh64 per segment).
-      } else {
-        throw ExportError(what + ": unknown external_data key '" + kv.key() + "'");
+  // Decimal digits only: stoull would take "-1" (as 2^64 - 1), "+3" and "12abc".
+  auto number = [&](const std::string& key, const std::string& text) {
+    uint64_t v = 0;
+    bool ok = !text.empty() && text.size() <= 20;
+    for (char c : text) {
+      if (c < '0' || c > '9' || v > (std::numeric_limits<uint64_t>::max() - uint64_t(c - '0')) / 10) {
+        ok = false;
+        break;
       }
-    } catch (const std::logic_error&) {
-      throw ExportError(what + ": external_data '" + kv.key() + "' = '" + kv.value() + "' is not a number");
+      v = v * 10 + uint64_t(c - '0');
+    }
+    if (!ok) throw ExportError(what + ": external_data '" + key + "' = '" + text + "' is not a byte count");
+    return v;
+  };
+  for (const auto& kv : tensor.external_data()) {
+    if (kv.key() == "location") {
+      location = kv.value();
+    } else if (kv.key() == "offset") {
+      offset = number(kv.key(), kv.value());
+    } else if (kv.key() == "length") {
+      const uint64_t v = number(kv.key(), kv.value());
+      if (v > uint64_t(std::numeric_limits<int64_t>::max())) {
+        throw ExportError(what + ": external_data 'length' = '" + kv.value() + "' is not a byte count");
+      }
+      length = static_cast<int64_t>(v);
+    } else if (kv.key() == "checksum") {
+      // SHA-1 of the data; not verified (the .pte carries its own xxh64 per segment).
+    } else {
+      throw ExportError(what + ": unknown external_data key '" + kv.key() + "'");
     }
   }
   if (location.empty()) throw ExportError(what + ": external data without a 'location'");
-  const fs::path rel(location);
-  if (rel.is_absolute()) throw ExportError(what + ": external data location '" + location + "' is absolute (must be relative to the model's folder)");
-  for (const auto& part : rel) {
-    if (part == "..") throw ExportError(what + ": external data location '" + location + "' leaves the model's folder");
-  }
-  const fs::path base = options.base_dir.empty() ? fs::path(".") : fs::path(options.base_dir);
-  const fs::path path = base / rel;
-  std::error_code ec;
-  if (!fs::is_regular_file(path, ec)) {
-    throw ExportError(what + ": external data file '" + path.string() + "' does not exist or is not a regular file");
-  }
-  const uint64_t file_size = fs::file_size(path, ec);
-  if (ec) throw ExportError(what + ": cannot stat external data file '" + path.string() + "'");
   if (length >= 0 && static_cast<uint64_t>(length) != expected_bytes) {
     throw ExportError(what + ": external data length " + std::to_string(length) + " but the tensor needs " +
                       std::to_string(expected_bytes) + " bytes");
   }
-  if (offset > file_size || expected_bytes > file_size - offset) {
-    throw ExportError(what + ": external data [" + std::to_string(offset) + ", +" + std::to_string(expected_bytes) +
-                      ") is outside '" + path.string() + "' (" + std::to_string(file_size) + " bytes)");
+  const std::string base = options.base_dir.empty() ? std::string(".") : options.base_dir;
+  const std::string path = (fs::path(base) / location).string();
+  std::vector<uint8_t> bytes;
+  try {
+    // Inside the model's folder once symlinks are resolved (no "..", no absolute path), unless trusted;
+    // a regular file; [offset, offset + bytes) inside it (RegularFile::read_at checks without overflow).
+    tools::resolve_inside(base, location, options.trust_model_folder, what + ": external data location",
+                          "--trust-model-folder");
+    const tools::RegularFile file = tools::RegularFile::open(path, std::numeric_limits<uint64_t>::max(),
+                                                             what + ": external data file");
+    if (offset > file.size() || expected_bytes > file.size() - offset) {
+      throw ExportError(what + ": external data [" + std::to_string(offset) + ", +" + std::to_string(expected_bytes) +
+                        ") is outside '" + path + "' (" + std::to_string(file.size()) + " bytes)");
+    }
+    bytes.resize(expected_bytes);  // only now: the file holds that many bytes
+    file.read_at(offset, bytes.data(), bytes.size());
+  } catch (const tools::HostIoError& e) {
+    throw ExportError(e.what());
   }
-  std::vector<uint8_t> bytes(expected_bytes);
-  std::ifstream in(path, std::ios::binary);
-  in.seekg(static_cast<std::streamoff>(offset));
-  if (expected_bytes) in.read(reinterpret_cast<char*>(bytes.data()), static_cast<std::streamsize>(expected_bytes));
-  if (!in) throw ExportError(what + ": reading external data from '" + path.string() + "' failed");
   return bytes;
 }
 

@@ -35,6 +35,7 @@ ScalarType map_onnx_dtype(int32_t data_type, const std::string& what);
 
 struct TensorReadOptions {
   std::string base_dir;       // external data locations are relative to this folder
+  bool trust_model_folder = false;  // external data may resolve outside base_dir (symlinks, "..", absolute)
   bool convert_double = true;  // DOUBLE constants become f32
 };
 

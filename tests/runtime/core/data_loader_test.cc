@@ -2,9 +2,11 @@
 
 #include <gtest/gtest.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <cstdint>
 #include <cstring>
+#include <string>
 #include <vector>
 
 #include "tests/common/test_util.h"
@@ -98,6 +100,33 @@ TEST(FileDataLoaderTest, DirectoryIsRejected) {
   ASSERT_FALSE(loader.is_ok());
   EXPECT_EQ(loader.error(), Error::InvalidArgument);
   EXPECT_GT(std::strlen(ctx.message), 0u);
+}
+
+// A FIFO without a writer would block a plain open() forever (ctest's TIMEOUT catches that); both
+// loaders refuse it, and a device, by kind.
+TEST(DataLoaderTest, FifoAndDeviceAreRefusedWithoutBlocking) {
+  testing::QuietLogs quiet;
+  const std::string fifo = ::testing::TempDir() + "ember_data_loader_fifo_" + std::to_string(::getpid());
+  ::unlink(fifo.c_str());
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  {
+    ErrorContext ctx;
+    Result<FileDataLoader> loader = FileDataLoader::open(fifo.c_str(), &ctx);
+    ASSERT_FALSE(loader.is_ok());
+    EXPECT_EQ(loader.error(), Error::InvalidArgument);
+    EXPECT_EQ(std::string(ctx.message), "'" + fifo + "' is not a regular file (FIFO)");
+  }
+  {
+    ErrorContext ctx;
+    Result<MmapDataLoader> loader = MmapDataLoader::open(fifo.c_str(), &ctx);
+    ASSERT_FALSE(loader.is_ok());
+    EXPECT_EQ(std::string(ctx.message), "'" + fifo + "' is not a regular file (FIFO)");
+  }
+  ::unlink(fifo.c_str());
+  ErrorContext ctx;
+  Result<FileDataLoader> zero = FileDataLoader::open("/dev/zero", &ctx);
+  ASSERT_FALSE(zero.is_ok());
+  EXPECT_EQ(std::string(ctx.message), "'/dev/zero' is not a regular file (character device)");
 }
 
 TEST(FileDataLoaderTest, EmptyFile) {
