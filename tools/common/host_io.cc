@@ -277,9 +277,19 @@ std::string resolve_inside(const std::string& folder, const std::string& relativ
   const fs::path base = fs::canonical(base_dir, ec);
   if (ec) throw HostIoError(what + ": the model folder '" + base_dir.string() + "' cannot be resolved (" + ec.message() + ")");
   const std::string b = base.string(), r = real.string();
-  const bool inside = r == b || (r.size() > b.size() && r.compare(0, b.size(), b) == 0 &&
-                                 (b.back() == '/' || r[b.size()] == '/'));
-  if (!inside) {
+  const auto within = [&r](const std::string& root) {
+    return r == root || (r.size() > root.size() && r.compare(0, root.size(), root) == 0 &&
+                         (root.back() == '/' || r[root.size()] == '/'));
+  };
+  // A Hugging Face hub cache snapshot (<cache>/models--org--name/snapshots/<revision>/) holds
+  // symlinks into its repository's content store (<cache>/models--org--name/blobs/): those stay
+  // inside the downloaded repository, so they are allowed, and nothing else outside the folder is.
+  bool in_hub_blobs = false;
+  if (base.has_parent_path() && base.parent_path().filename() == "snapshots") {
+    const fs::path repo = base.parent_path().parent_path();
+    if (repo.filename().string().rfind("models--", 0) == 0) in_hub_blobs = within((repo / "blobs").string());
+  }
+  if (!within(b) && !in_hub_blobs) {
     throw HostIoError(entry + " leaves the model's folder: it resolves to '" + r + "', outside '" + b + "'" + hint);
   }
   return r;

@@ -133,7 +133,9 @@ std::string json_excerpt(const nlohmann::json& value);
 // `allow_outside`, the result must be `folder`'s real path or below it, and `relative` must not be
 // absolute. Throws HostIoError naming `what` (e.g. "tensor 'w': external data"), the entry, what it
 // resolves to and `allow_flag` (the option that would allow it), or "does not exist" when it
-// cannot be resolved. Returns the resolved path.
+// cannot be resolved. Returns the resolved path. One layout is recognised: in a Hugging Face hub
+// cache snapshot (.../models--org--name/snapshots/<revision>), entries may resolve into that
+// repository's .../models--org--name/blobs/ (where the hub keeps the files the snapshot links to).
 std::string resolve_inside(const std::string& folder, const std::string& relative, bool allow_outside,
                            const std::string& what, const std::string& allow_flag);
 

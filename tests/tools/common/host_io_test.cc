@@ -220,6 +220,34 @@ TEST_F(HostIoTest, ResolveInsideKeepsPathsInTheFolder) {
   EXPECT_EQ(resolve_inside(path("alias"), "sub/w.bin", false, "w", "--trust"), real_folder + "/sub/w.bin");
 }
 
+// A Hugging Face hub cache snapshot links its files into the repository's blobs/ folder: that is
+// allowed without the flag; a link from the snapshot anywhere else (another repository's blobs, the
+// cache root) is not, and nothing outside a folder that merely looks similar is.
+TEST_F(HostIoTest, ResolveInsideAcceptsAHubCacheSnapshotLinkingIntoItsBlobs) {
+  const fs::path repo = dir_ / "hub" / "models--org--tiny";
+  fs::create_directories(repo / "blobs");
+  fs::create_directories(repo / "snapshots" / "abc123");
+  fs::create_directories(dir_ / "hub" / "models--org--other" / "blobs");
+  write("hub/models--org--tiny/blobs/1f2e", "{}");
+  write("hub/models--org--other/blobs/9d9d", "{}");
+  write("hub/secret", "s");
+  fs::create_symlink("../../blobs/1f2e", repo / "snapshots" / "abc123" / "config.json");
+  fs::create_symlink("../../../models--org--other/blobs/9d9d", repo / "snapshots" / "abc123" / "other.json");
+  fs::create_symlink("../../../secret", repo / "snapshots" / "abc123" / "secret.json");
+  const std::string snapshot = (repo / "snapshots" / "abc123").string();
+  EXPECT_EQ(resolve_inside(snapshot, "config.json", false, "entry", "--trust"),
+            fs::canonical(repo / "blobs" / "1f2e").string());
+  EXPECT_NE(error_of([&] { resolve_inside(snapshot, "other.json", false, "entry", "--trust"); })
+                .find("'other.json' leaves the model's folder"), std::string::npos);
+  EXPECT_NE(error_of([&] { resolve_inside(snapshot, "secret.json", false, "entry", "--trust"); })
+                .find("'secret.json' leaves the model's folder"), std::string::npos);
+  // The same link from a folder that is not a snapshot of a models-- repository is refused.
+  fs::create_directories(dir_ / "hub" / "plain" / "snapshots" / "x");
+  fs::create_symlink(fs::canonical(repo / "blobs" / "1f2e"), dir_ / "hub" / "plain" / "snapshots" / "x" / "c.json");
+  EXPECT_NE(error_of([&] { resolve_inside(path("hub/plain/snapshots/x"), "c.json", false, "entry", "--trust"); })
+                .find("leaves the model's folder"), std::string::npos);
+}
+
 TEST_F(HostIoTest, ResolveInsideRefusesDotDotAbsoluteAndMissing) {
   fs::create_directories(dir_ / "model");
   write("outside.bin", "secret");
