@@ -185,5 +185,13 @@ printf 'one\n\ntwo\n' >"$T/gap.txt"
 expect_ok "$RUNNER" --program "$T/llama_f32.pte" --prompts-file "$T/gap.txt" --max-new-tokens 2 --ignore-eos
 grep -q "^\[2\] 2 tokens" "$T/err" && ! grep -q "^\[3\]" "$T/err" || fail "empty line not skipped: $(cat "$T/err")"
 
+# A CRLF prompts file: the \r is not part of the prompt (same ids as --prompt).
+printf 'abc\r\n' >"$T/crlf.txt"
+expect_ok "$RUNNER" --program "$T/llama_f32.pte" --prompts-file "$T/crlf.txt" --max-new-tokens 4 --ignore-eos --print-ids
+crlf=$(grep "^prompt ids: " "$T/out" | cut -d: -f2)
+expect_ok "$RUNNER" --program "$T/llama_f32.pte" --prompt abc --max-new-tokens 4 --ignore-eos --print-ids
+plain=$(grep "^prompt ids: " "$T/out" | cut -d: -f2)
+[ -n "$plain" ] && [ "$crlf" = "$plain" ] || fail "CRLF prompt ids '$crlf' differ from '$plain'"
+
 if [ $failures -ne 0 ]; then echo "$failures failure(s)"; exit 1; fi
 echo "runner LLM: all checks passed"

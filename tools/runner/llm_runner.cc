@@ -172,6 +172,7 @@ int run_llm(const Options& o) {
     std::istringstream f(text);
     std::string line;
     while (std::getline(f, line)) {
+      if (!line.empty() && line.back() == '\r') line.pop_back();  // CRLF files: the \r is not prompt text
       if (line.empty()) continue;
       requests.emplace_back();
       requests.back().prompt = line;
