@@ -27,6 +27,11 @@ constexpr int64_t kMinOpset = 11;
 constexpr int64_t kMaxOpset = 21;
 constexpr size_t kMaxKnownElements = 4096;  // larger integer constants stay tensors
 constexpr int kMaxFunctionDepth = 16;
+constexpr size_t kMaxFlatNodes = size_t{1} << 20;       // nodes after inlining functions
+constexpr size_t kMaxInlinedBytes = size_t{256} << 20;  // node protos copied by inlining
+// The largest tensor the importer builds at export from no file data (ConstantOfShape, Range): the
+// size comes from the model's numbers, not from bytes it holds.
+constexpr uint64_t kMaxExportTimeBytes = uint64_t{256} << 20;
 
 // ---- Export-time values ------------------------------------------------------------------------
 
@@ -364,6 +369,7 @@ class Importer {
   std::map<std::string, int64_t> opsets_;  // domain ("" = default) -> version
   std::map<std::pair<std::string, std::string>, const onnx::FunctionProto*> functions_;
   std::vector<FlatNode> nodes_;
+  size_t inlined_bytes_ = 0;  // ByteSizeLong of the function nodes inlined so far
 
   Graph graph_;
   std::unique_ptr<ShapeInference> inference_;
