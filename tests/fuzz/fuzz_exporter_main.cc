@@ -1,0 +1,12 @@
+// libFuzzer targets for the exporter's parsers: one binary per entry point of fuzz_exporter.h,
+// chosen at build time (EMBER_FUZZ_ENTRY names the function). Usage and seeds: tests/fuzz/README.md.
+#include <cstddef>
+#include <cstdint>
+
+#include "tests/fuzz/fuzz_exporter.h"
+
+#ifndef EMBER_FUZZ_ENTRY
+#error "EMBER_FUZZ_ENTRY must name an entry point of fuzz_exporter.h"
+#endif
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) { return ember::fuzz::EMBER_FUZZ_ENTRY(data, size); }
