@@ -634,6 +634,7 @@ void Importer::convert_node(const FlatNode& flat, size_t index) {
     if (!domain.empty()) {
       ctx.fail("op type '" + proto.op_type() + "' of domain '" + domain + "' is not supported (only the default ONNX domain)");
     }
+    if (ctx.output_count() == 0) ctx.fail("the node has no outputs");
     // Integer shape arithmetic is evaluated at export whenever its inputs are known there (this
     // also covers ops with no run-time mapping, such as Mod, Less or ReduceProd on shape values).
     if (!try_known(ctx)) {
