@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -13,6 +14,7 @@
 #include <memory>
 #include <new>
 #include <optional>
+#include <random>
 #include <set>
 #include <stdexcept>
 #include <string_view>
@@ -267,6 +269,123 @@ int onnx_one(const uint8_t* data, size_t size) {
     imported.graph.check_structure();
   });
   return 0;
+}
+
+size_t onnx_mutate(uint8_t* data, size_t size, size_t max_size, unsigned seed,
+                   size_t (*byte_mutate)(uint8_t*, size_t, size_t)) {
+  std::mt19937 rng(seed);
+  onnx::ModelProto model;
+  // Half the time, or when the input is not a ModelProto: libFuzzer's own byte-level mutations.
+  if ((rng() & 1) == 0 || !model.ParseFromArray(data, static_cast<int>(size)) || !model.has_graph()) {
+    return byte_mutate(data, size, max_size);
+  }
+  static const int64_t kInteresting[] = {0, 1, 2, 3, -1, -2, 7, 8, 255, 256, 4097, 65535, int64_t{1} << 31,
+                                         (int64_t{1} << 31) - 1, int64_t{1} << 32, int64_t{1} << 40, int64_t{1} << 62,
+                                         INT64_MAX, INT64_MIN};
+  static const char* const kOps[] = {
+      "Constant", "Identity", "Shape", "Size", "Conv", "Gemm", "MatMul", "Add", "Sub", "Mul", "Div", "Pow", "Relu",
+      "Softmax", "MaxPool", "AveragePool", "GlobalAveragePool", "BatchNormalization", "LayerNormalization", "Flatten",
+      "Reshape", "Squeeze", "Unsqueeze", "Transpose", "Concat", "Slice", "Split", "Gather", "Where", "Equal", "Cast",
+      "Expand", "Pad", "ReduceMean", "ReduceSum", "ReduceL2", "ConstantOfShape", "Range", "ScatterND", "Einsum", "Not",
+      "Mod", "Less", "Min", "Max", "ReduceProd", "Clip", "Gelu", "If"};
+  static const char* const kAttrs[] = {"axis", "axes", "perm", "to", "kernel_shape", "strides", "pads", "dilations",
+                                       "group", "transB", "alpha", "beta", "epsilon", "keepdims", "split", "value",
+                                       "mode", "equation", "auto_pad", "ceil_mode", "num_outputs", "start", "end"};
+  auto pick = [&](size_t n) { return static_cast<int>(rng() % n); };
+  auto interesting = [&] {
+    return (rng() & 1) ? kInteresting[pick(sizeof(kInteresting) / sizeof(kInteresting[0]))]
+                       : static_cast<int64_t>(rng() % 17) - 4;
+  };
+  onnx::GraphProto& g = *model.mutable_graph();
+  // Every value name, for rewiring inputs.
+  std::vector<std::string> names;
+  for (const auto& in : g.input()) names.push_back(in.name());
+  for (const auto& init : g.initializer()) names.push_back(init.name());
+  for (const auto& n : g.node()) names.insert(names.end(), n.output().begin(), n.output().end());
+  const int steps = 1 + pick(3);
+  for (int step = 0; step < steps; ++step) {
+    switch (pick(8)) {
+      case 0: {  // an initializer's dims or data type
+        if (g.initializer_size() == 0) break;
+        onnx::TensorProto& t = *g.mutable_initializer(pick(static_cast<size_t>(g.initializer_size())));
+        if ((rng() & 3) == 0) {
+          t.set_data_type(pick(27));
+        } else if (t.dims_size() > 0 && (rng() & 1)) {
+          t.set_dims(pick(static_cast<size_t>(t.dims_size())), interesting());
+        } else {
+          t.add_dims(interesting());
+        }
+        break;
+      }
+      case 1: {  // a node's op type
+        if (g.node_size() == 0) break;
+        g.mutable_node(pick(static_cast<size_t>(g.node_size())))->set_op_type(kOps[pick(sizeof(kOps) / sizeof(kOps[0]))]);
+        break;
+      }
+      case 2:
+      case 3: {  // an attribute's numbers (or a new attribute)
+        if (g.node_size() == 0) break;
+        onnx::NodeProto& n = *g.mutable_node(pick(static_cast<size_t>(g.node_size())));
+        onnx::AttributeProto* a = n.attribute_size() > 0 && (rng() & 3) != 0
+                                      ? n.mutable_attribute(pick(static_cast<size_t>(n.attribute_size())))
+                                      : n.add_attribute();
+        if (a->name().empty()) a->set_name(kAttrs[pick(sizeof(kAttrs) / sizeof(kAttrs[0]))]);
+        if (a->ints_size() > 0 && (rng() & 1)) {
+          a->set_ints(pick(static_cast<size_t>(a->ints_size())), interesting());
+        } else if (a->has_t() && a->t().dims_size() > 0) {
+          a->mutable_t()->set_dims(pick(static_cast<size_t>(a->t().dims_size())), interesting());
+        } else {
+          const int kind = pick(3);
+          a->set_type(kind == 0 ? onnx::AttributeProto::INT : kind == 1 ? onnx::AttributeProto::INTS : onnx::AttributeProto::FLOAT);
+          if (kind == 0) a->set_i(interesting());
+          if (kind == 1) a->add_ints(interesting());
+          if (kind == 2) a->set_f(static_cast<float>(interesting()));
+        }
+        break;
+      }
+      case 4: {  // rewire a node input, or drop one
+        if (g.node_size() == 0 || names.empty()) break;
+        onnx::NodeProto& n = *g.mutable_node(pick(static_cast<size_t>(g.node_size())));
+        if (n.input_size() > 0 && (rng() & 3) == 0) {
+          n.mutable_input()->RemoveLast();
+        } else if (n.input_size() > 0) {
+          n.set_input(pick(static_cast<size_t>(n.input_size())), names[pick(names.size())]);
+        } else {
+          n.add_input(names[pick(names.size())]);
+        }
+        break;
+      }
+      case 5: {  // a graph input's dims
+        if (g.input_size() == 0) break;
+        auto* shape = g.mutable_input(pick(static_cast<size_t>(g.input_size())))->mutable_type()->mutable_tensor_type()->mutable_shape();
+        if (shape->dim_size() > 0 && (rng() & 1)) {
+          auto* d = shape->mutable_dim(pick(static_cast<size_t>(shape->dim_size())));
+          if (rng() & 1) d->set_dim_value(interesting());
+          else d->set_dim_param((rng() & 1) ? "batch" : "seq");
+        } else {
+          shape->add_dim()->set_dim_value(1 + pick(4));
+        }
+        break;
+      }
+      case 6: {  // the default-domain opset
+        for (auto& op : *model.mutable_opset_import()) {
+          if (op.domain().empty()) op.set_version(9 + pick(14));
+        }
+        break;
+      }
+      default: {  // move a node (topological order) or duplicate one
+        if (g.node_size() < 2) break;
+        const int a = pick(static_cast<size_t>(g.node_size())), b = pick(static_cast<size_t>(g.node_size()));
+        if (rng() & 1) g.mutable_node()->SwapElements(a, b);
+        else *g.add_node() = g.node(a);
+        break;
+      }
+    }
+  }
+  const std::string out = model.SerializeAsString();
+  if (out.size() > max_size) return byte_mutate(data, size, max_size);
+  std::memcpy(data, out.data(), out.size());
+  return out.size();
 }
 
 int safetensors_one(const uint8_t* data, size_t size) {

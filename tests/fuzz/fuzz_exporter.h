@@ -39,6 +39,14 @@ int safetensors_one(const uint8_t* data, size_t size);
 int hf_config_one(const uint8_t* data, size_t size);
 int tokenizer_one(const uint8_t* data, size_t size);
 
+// Structure-aware mutation for ember_fuzz_onnx (libFuzzer's LLVMFuzzerCustomMutator): half the time,
+// when `data` parses as a ModelProto, 1-3 edits of what the importer reads (an initializer's dims or
+// data type, a node's op type, attribute numbers, input wiring, graph input dims, the opset, node
+// order) with interesting values (0, -1, 2^31, 2^62, INT64_MIN, ...), re-serialized; otherwise
+// `byte_mutate` (LLVMFuzzerMutate). Returns the new size (<= max_size).
+size_t onnx_mutate(uint8_t* data, size_t size, size_t max_size, unsigned seed,
+                   size_t (*byte_mutate)(uint8_t*, size_t, size_t));
+
 struct ParserStats {
   uint64_t inputs = 0;
   uint64_t accepted = 0;  // parsed (and, for the tokenizer, loaded by the runtime)

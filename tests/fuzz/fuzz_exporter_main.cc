@@ -10,3 +10,10 @@
 #endif
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) { return ember::fuzz::EMBER_FUZZ_ENTRY(data, size); }
+
+#ifdef EMBER_FUZZ_ONNX_MUTATOR
+extern "C" size_t LLVMFuzzerMutate(uint8_t* data, size_t size, size_t max_size);
+extern "C" size_t LLVMFuzzerCustomMutator(uint8_t* data, size_t size, size_t max_size, unsigned int seed) {
+  return ember::fuzz::onnx_mutate(data, size, max_size, seed, LLVMFuzzerMutate);
+}
+#endif

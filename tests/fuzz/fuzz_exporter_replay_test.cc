@@ -279,6 +279,12 @@ TEST(FuzzExporterReplayTest, RefusedSeedsSayWhy) {
 
 // Crash reproducers found by libFuzzer (regressions/<harness>/crash_*, each named after what it
 // did): every one is now refused with a message. Under the ASan build a regression is a report.
+//   onnx/crash_node_without_outputs.onnx: an Unsqueeze that lists no outputs; its handler read
+//   output(0) past the end of the protobuf list (UBSan: null Rep in RepeatedPtrField::Get).
+const std::pair<const char*, const char*> kExpectedErrors[] = {
+    {"crash_node_without_outputs.onnx", "the node has no outputs"},
+};
+
 TEST(FuzzExporterReplayTest, RegressionInputsAreRefused) {
   size_t replayed = 0;
   for (const Harness& h : kHarnesses) {
@@ -288,6 +294,11 @@ TEST(FuzzExporterReplayTest, RegressionInputsAreRefused) {
       RunInput(h.entry, ReadFile(p));
       EXPECT_EQ(h.stats().rejected, before.rejected + 1) << p << " (last error: " << fuzz::last_error() << ")";
       EXPECT_FALSE(fuzz::last_error().empty()) << p;
+      for (const auto& [file, message] : kExpectedErrors) {
+        if (p.filename() == file) {
+          EXPECT_NE(fuzz::last_error().find(message), std::string::npos) << fuzz::last_error();
+        }
+      }
       ++replayed;
     }
   }
@@ -364,6 +375,32 @@ TEST(FuzzExporterReplayTest, DeterministicMutationsNeverCrash) {
                 static_cast<unsigned long long>(after.rejected - before.rejected),
                 static_cast<unsigned long long>(after.unclear - before.unclear));
   }
+}
+
+// ember_fuzz_onnx's structure-aware mutator (onnx_mutate) on the ONNX seeds, its fallback a byte flip.
+size_t FlipOneByte(uint8_t* data, size_t size, size_t) {
+  if (size > 0) data[size / 2] ^= 0x5a;
+  return size;
+}
+
+TEST(FuzzExporterReplayTest, StructuredOnnxMutationsNeverCrash) {
+  constexpr int kPerSeed = 200;
+  const fuzz::ParserStats before = fuzz::onnx_stats();
+  unsigned seed = 1;
+  for (const auto& [name, bytes] : Seeds("onnx")) {
+    for (int i = 0; i < kPerSeed; ++i) {
+      std::vector<uint8_t> buffer(bytes.size() * 2 + 4096);
+      std::memcpy(buffer.data(), bytes.data(), bytes.size());
+      const size_t n = fuzz::onnx_mutate(buffer.data(), bytes.size(), buffer.size(), seed++, FlipOneByte);
+      ASSERT_LE(n, buffer.size());
+      fuzz::onnx_one(buffer.data(), n);
+    }
+  }
+  const fuzz::ParserStats after = fuzz::onnx_stats();
+  // Some edits keep the model importable (a new dim on an unused initializer, a reordered pair).
+  EXPECT_GT(after.accepted, before.accepted);
+  std::printf("onnx structured: %llu mutations, %llu accepted\n", static_cast<unsigned long long>(after.inputs - before.inputs),
+              static_cast<unsigned long long>(after.accepted - before.accepted));
 }
 
 TEST(FuzzExporterReplayTest, TinyAndDegenerateInputs) {
