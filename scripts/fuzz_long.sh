@@ -22,7 +22,8 @@
 # (new inputs), logs/<harness>/fuzz-<n>.log, summary.txt.
 set -euo pipefail
 
-HARNESSES=(load onnx safetensors hf_config tokenizer)
+# EMBER_FUZZ_HARNESSES="onnx tokenizer" picks a subset.
+read -r -a HARNESSES <<<"${EMBER_FUZZ_HARNESSES:-load onnx safetensors hf_config tokenizer}"
 SCRIPT_DIR=$(cd "$(dirname "$0")" && pwd)
 ROOT=$(cd "$SCRIPT_DIR/.." && pwd)
 
@@ -35,6 +36,15 @@ harness_flags() {
     *) echo "-max_len=16384 -dict=$DICT_DIR/$1.dict" ;;
   esac
 }
+
+if [[ "${1:-}" == "-h" || "${1:-}" == "--help" ]]; then
+  sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'
+  exit 0
+fi
+if [[ -n "${1:-}" && "${1:-}" != "--pack" && ! "${1:-}" =~ ^[0-9]+$ ]] || [[ -n "${2:-}" && "${1:-}" != "--pack" && ! "${2:-}" =~ ^[0-9]+$ ]]; then
+  echo "usage: scripts/fuzz_long.sh [SECONDS] [JOBS] | --pack DIR | --help" >&2
+  exit 2
+fi
 
 if [[ "${1:-}" == "--pack" ]]; then
   DEST=${2:?usage: scripts/fuzz_long.sh --pack DIR}
@@ -54,7 +64,9 @@ if [[ "${1:-}" == "--pack" ]]; then
     done
   done
   # The loader's seeds: its replay test writes corpus/ (program files with a control byte).
-  [[ -d "$BIN/corpus" ]] && find "$BIN/corpus" -maxdepth 1 -type f -exec cp {} "$DEST/seeds/load/" \;
+  if [[ -d "$DEST/seeds/load" && -d "$BIN/corpus" ]]; then
+    find "$BIN/corpus" -maxdepth 1 -type f -exec cp {} "$DEST/seeds/load/" \;
+  fi
   cp "$ROOT"/tests/fuzz/dict/*.dict "$DEST/dict/"
   cp "$0" "$DEST/fuzz_long.sh"
   echo "packed into $DEST ($(du -sh "$DEST" | cut -f1)); run there: $DEST/fuzz_long.sh SECONDS JOBS"
@@ -83,11 +95,11 @@ else
   if [[ $missing == 1 && -z "${EMBER_FUZZ_BIN:-}" ]]; then
     echo "== building the fuzz targets (cmake --preset fuzz)"
     (cd "$ROOT" && cmake --preset fuzz >/dev/null &&
-      cmake --build --preset fuzz --target ember_fuzz_load ember_fuzz_replay_test ember_fuzz_exporter_replay_test \
-        $(printf 'ember_fuzz_%s ' "${HARNESSES[@]:1}"))
+      cmake --build --preset fuzz --target ember_fuzz_replay_test ember_fuzz_exporter_replay_test \
+        $(printf 'ember_fuzz_%s ' "${HARNESSES[@]}"))
     # The replay tests write the generated seeds into the build's corpus folders.
-    "$BIN/ember_fuzz_replay_test" --gtest_brief=1 >/dev/null
-    "$BIN/ember_fuzz_exporter_replay_test" --gtest_brief=1 >/dev/null
+    "$BIN/ember_fuzz_replay_test" --gtest_brief=1 >/dev/null || true   # failures: see ctest
+    "$BIN/ember_fuzz_exporter_replay_test" --gtest_brief=1 >/dev/null || true
   fi
 fi
 for h in "${HARNESSES[@]}"; do
@@ -122,7 +134,7 @@ found=0
     execs=0
     for log in "$OUT"/logs/"$h"/fuzz-*.log; do
       [[ -f "$log" ]] || continue
-      n=$(awk -F: '/stat::number_of_executed_units/ {n = $2 + 0} END {print n + 0}' "$log")
+      n=$(awk -F: '/stat::number_of_executed_units/ {n = $NF + 0} END {print n + 0}' "$log")
       (( n > 0 )) || n=$(grep -o '^#[0-9]*' "$log" | tail -1 | tr -d '#')
       execs=$(( execs + ${n:-0} ))
     done
