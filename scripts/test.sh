@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Sets everything up, builds and runs the whole test suite: the GoogleTest suites and tool tests
 # through ctest, the suite again under ASan+UBSan (error paths: corrupted, truncated and hostile
-# programs, bad inputs), the thread pool's stress tests under TSan, and 60 seconds of libFuzzer on
-# load + load_method + execute.
+# programs, bad inputs), the thread pool's stress tests under TSan, 60 seconds of libFuzzer on
+# load + load_method + execute and 30 seconds on each of the exporter's parsers (tests/fuzz/README.md).
 # Prints each phase's wall time at the end. Exits non-zero on the first failure.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -35,14 +35,26 @@ cmake --preset tsan >/dev/null
 cmake --build --preset tsan
 ctest --preset tsan
 
-phase "libFuzzer: 60 s on load + load_method + execute (clang, ASan + UBSan)"
+phase "libFuzzer: 60 s on load + load_method + execute, 30 s on each exporter parser (clang, ASan + UBSan)"
 cmake --preset fuzz >/dev/null
-cmake --build --preset fuzz --target ember_fuzz_load ember_fuzz_replay_test
+EXPORTER_HARNESSES=(onnx safetensors hf_config tokenizer)
+cmake --build --preset fuzz --target ember_fuzz_load ember_fuzz_replay_test ember_fuzz_exporter_replay_test \
+  $(printf 'ember_fuzz_%s ' "${EXPORTER_HARNESSES[@]}")
 F=build/fuzz/tests/fuzz
 "$F/ember_fuzz_replay_test" --gtest_brief=1 >/dev/null   # replays mutations and writes the seed corpus
+"$F/ember_fuzz_exporter_replay_test" --gtest_brief=1 >/dev/null   # the same for the exporter's parsers
 mkdir -p "$F/corpus-work"
 "$F/ember_fuzz_load" -max_total_time=60 -timeout=10 -rss_limit_mb=4096 -max_len=262144 \
   -print_final_stats=1 "$F/corpus-work" "$F/corpus" 2>&1 | tail -12
+# Each exporter harness: its generated seeds, the curated seeds and reproducers, its dictionary.
+# A crash stops the script (pipefail); the reproducer is written to $F/<harness>-crash-*.
+for h in "${EXPORTER_HARNESSES[@]}"; do
+  echo "-- ember_fuzz_$h (30 s)"
+  mkdir -p "$F/corpus-work-$h"
+  "$F/ember_fuzz_$h" -max_total_time=30 -timeout=10 -rss_limit_mb=2048 -max_len=131072 \
+    -dict=tests/fuzz/dict/$h.dict -artifact_prefix="$F/$h-" -print_final_stats=1 \
+    "$F/corpus-work-$h" "$F/corpus-exporter/$h" "tests/fuzz/regressions/$h" 2>&1 | grep -E '^(stat::|Done|==|SUMMARY|ember fuzz finding)'
+done
 phase "done"
 echo "== phase times"
 printf '%s\n' "${PHASES[@]}"

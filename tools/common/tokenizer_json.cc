@@ -306,6 +306,12 @@ void parse_added_tokens(const Parser& p, const json& root, TokenizerData& out,
     const json& id = p.require(a, "id", path);
     const json& content = p.require(a, "content", path);
     if (!id.is_number_unsigned()) p.fail(path + ".id", &id, "expected an id");
+    // Ids are dense: an added token's id is below the vocabulary plus the added tokens (a huge id
+    // would otherwise size the table of added tokens).
+    if (id.get<uint64_t>() >= uint64_t{out.model_token_count} + list->size()) {
+      p.fail(path + ".id", &id, "is beyond model.vocab and the added tokens (" +
+                                    std::to_string(out.model_token_count + list->size()) + " ids; ids must be dense)");
+    }
     if (!content.is_string() || content.get<std::string>().empty()) p.fail(path + ".content", &content, "expected a non-empty string");
     for (const char* flag : {"single_word", "lstrip", "rstrip"}) {
       p.expect_bool(a, flag, false, path, "this added-token option is not implemented");

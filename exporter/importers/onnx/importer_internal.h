@@ -27,6 +27,11 @@ constexpr int64_t kMinOpset = 11;
 constexpr int64_t kMaxOpset = 21;
 constexpr size_t kMaxKnownElements = 4096;  // larger integer constants stay tensors
 constexpr int kMaxFunctionDepth = 16;
+constexpr size_t kMaxFlatNodes = size_t{1} << 20;       // nodes after inlining functions
+constexpr size_t kMaxInlinedBytes = size_t{256} << 20;  // node protos copied by inlining
+// The largest tensor the importer builds at export from no file data (ConstantOfShape, Range): the
+// size comes from the model's numbers, not from bytes it holds.
+constexpr uint64_t kMaxExportTimeBytes = uint64_t{256} << 20;
 
 // ---- Export-time values ------------------------------------------------------------------------
 
@@ -124,6 +129,8 @@ class NodeContext {
   NodeContext(const onnx::NodeProto& proto, std::string name, int64_t opset)
       : proto_(proto), name_(std::move(name)), opset_(opset) {}
 
+  inline static const std::string kNoName;
+
   const onnx::NodeProto& proto() const { return proto_; }
   const std::string& op_type() const { return proto_.op_type(); }
   const std::string& name() const { return name_; }
@@ -135,10 +142,12 @@ class NodeContext {
 
   size_t input_count() const { return static_cast<size_t>(proto_.input_size()); }
   bool has_input(size_t i) const { return i < input_count() && !proto_.input(static_cast<int>(i)).empty(); }
-  const std::string& input(size_t i) const { return proto_.input(static_cast<int>(i)); }
+  // Names past the node's lists are "" (absent), as ONNX treats trailing optional ones: handlers
+  // may ask for output(0) of a node that lists none (found by ember_fuzz_onnx).
+  const std::string& input(size_t i) const { return i < input_count() ? proto_.input(static_cast<int>(i)) : kNoName; }
   size_t output_count() const { return static_cast<size_t>(proto_.output_size()); }
   bool has_output(size_t i) const { return i < output_count() && !proto_.output(static_cast<int>(i)).empty(); }
-  const std::string& output(size_t i) const { return proto_.output(static_cast<int>(i)); }
+  const std::string& output(size_t i) const { return i < output_count() ? proto_.output(static_cast<int>(i)) : kNoName; }
 
   const onnx::AttributeProto* find(const std::string& attr) {
     for (const auto& a : proto_.attribute()) {
@@ -365,6 +374,7 @@ class Importer {
   std::map<std::string, int64_t> opsets_;  // domain ("" = default) -> version
   std::map<std::pair<std::string, std::string>, const onnx::FunctionProto*> functions_;
   std::vector<FlatNode> nodes_;
+  size_t inlined_bytes_ = 0;  // ByteSizeLong of the function nodes inlined so far
 
   Graph graph_;
   std::unique_ptr<ShapeInference> inference_;

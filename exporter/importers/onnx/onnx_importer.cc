@@ -6,10 +6,8 @@
 #include <filesystem>
 #include <limits>
 
-#include <google/protobuf/io/coded_stream.h>
-#include <google/protobuf/io/zero_copy_stream_impl_lite.h>
-
 #include "exporter/importers/onnx/importer_internal.h"
+#include "exporter/importers/onnx/model_proto.h"
 #include "exporter/passes/batch_norm_folding.h"
 #include "exporter/passes/constant_folding.h"
 #include "exporter/passes/evaluate.h"
@@ -93,6 +91,12 @@ void Importer::inline_node(const onnx::NodeProto& node, int64_t opset, const std
   };
   for (int k = 0; k < f.node_size(); ++k) {
     const onnx::NodeProto& inner = f.node(k);
+    // Functions calling functions multiply: bound what inlining may copy (nodes and their bytes).
+    inlined_bytes_ += inner.ByteSizeLong();
+    if (out.size() >= kMaxFlatNodes || inlined_bytes_ > kMaxInlinedBytes) {
+      throw ExportError(where + ": inlining functions makes more than " + std::to_string(kMaxFlatNodes) + " nodes or " +
+                        std::to_string(kMaxInlinedBytes >> 20) + " MiB of node protos");
+    }
     onnx::NodeProto copy = inner;
     for (int i = 0; i < copy.input_size(); ++i) copy.set_input(i, map_name(inner.input(i)));
     for (int i = 0; i < copy.output_size(); ++i) copy.set_output(i, map_name(inner.output(i)));
@@ -631,6 +635,7 @@ void Importer::convert_node(const FlatNode& flat, size_t index) {
     if (!domain.empty()) {
       ctx.fail("op type '" + proto.op_type() + "' of domain '" + domain + "' is not supported (only the default ONNX domain)");
     }
+    if (ctx.output_count() == 0) ctx.fail("the node has no outputs");
     // Integer shape arithmetic is evaluated at export whenever its inputs are known there (this
     // also covers ops with no run-time mapping, such as Mod, Less or ReduceProd on shape values).
     if (!try_known(ctx)) {
@@ -681,6 +686,7 @@ void Importer::bind_outputs() {
 
 OnnxImport Importer::run() {
   const auto start = std::chrono::steady_clock::now();
+  if (!model_.has_graph()) throw ExportError("onnx: the model has no graph");
   stats_.ir_version = model_.ir_version();
   stats_.producer = model_.producer_name() + (model_.producer_version().empty() ? "" : " " + model_.producer_version());
   read_opsets();
@@ -719,14 +725,10 @@ OnnxImport import_onnx_model(const onnx::ModelProto& model, const std::string& b
   return importer.run();
 }
 
-OnnxImport import_onnx_bytes(const std::string& bytes, const std::string& base_dir, const OnnxImportOptions& options) {
+OnnxImport import_onnx_bytes(const std::string& bytes, const std::string& base_dir, const OnnxImportOptions& options,
+                             const std::string& source) {
   onnx::ModelProto model;
-  google::protobuf::io::ArrayInputStream raw(bytes.data(), static_cast<int>(std::min<size_t>(bytes.size(), INT_MAX)));
-  google::protobuf::io::CodedInputStream coded(&raw);
-  coded.SetTotalBytesLimit(INT_MAX);
-  if (!model.ParseFromCodedStream(&coded) || !coded.ConsumedEntireMessage()) {
-    throw ExportError("onnx: the file is not a valid ONNX ModelProto (protobuf parse failed)");
-  }
+  parse_onnx_model(bytes, source, &model);
   return import_onnx_model(model, base_dir, options);
 }
 
@@ -746,7 +748,7 @@ OnnxImport import_onnx_file(const std::string& path, const OnnxImportOptions& op
     throw ExportError(e.what());
   }
   const fs::path parent = fs::path(path).parent_path();
-  return import_onnx_bytes(bytes, parent.empty() ? "." : parent.string(), options);
+  return import_onnx_bytes(bytes, parent.empty() ? "." : parent.string(), options, path);
 }
 
 std::string format_import_summary(const OnnxImportStats& s) {

@@ -66,9 +66,11 @@ struct OnnxImport {
 // save weights as external data. External data must resolve inside the folder (symlinks followed)
 // unless options.trust_model_folder.
 OnnxImport import_onnx_file(const std::string& path, const OnnxImportOptions& options = {});
-// A serialized ModelProto; external data relative to `base_dir`.
+// A serialized ModelProto; external data relative to `base_dir`; `source` names the bytes in errors
+// (import_onnx_file passes the path). Parsing limits and the refusals of empty, non-ONNX or
+// graph-less input: model_proto.h.
 OnnxImport import_onnx_bytes(const std::string& bytes, const std::string& base_dir,
-                             const OnnxImportOptions& options = {});
+                             const OnnxImportOptions& options = {}, const std::string& source = "model bytes");
 OnnxImport import_onnx_model(const onnx::ModelProto& model, const std::string& base_dir,
                              const OnnxImportOptions& options = {});
 

@@ -397,7 +397,17 @@ void Importer::op_constant_of_shape(NodeContext& ctx) {
   HostTensor fill = HostTensor::from_f32({}, {0.0f});
   if (const onnx::TensorProto* v = ctx.attr_tensor("value")) fill = read_tensor_proto(*v, read_options_, ctx.where() + ": attribute 'value'");
   if (fill.numel() != 1) ctx.fail("attribute 'value' must hold one element");
-  const uint64_t n = product(dims);
+  uint64_t n = 1;
+  bool too_big = false, empty = false;
+  for (int64_t d : dims) {
+    too_big = __builtin_mul_overflow(n, static_cast<uint64_t>(d), &n) || too_big;
+    empty = empty || d == 0;
+  }
+  if (empty) n = 0;  // (a product that wrapped to 0 is not an empty tensor)
+  if (!empty && (too_big || n > kMaxExportTimeBytes / fill.bytes.size())) {
+    ctx.fail("shape " + fmt(shape->elems) + " makes a tensor larger than " + std::to_string(kMaxExportTimeBytes >> 20) +
+             " MiB at export");
+  }
   ++stats_.evaluated_at_export;
   if (is_integer_dtype(fill.dtype) && n <= kMaxKnownElements) {
     Known k;
@@ -421,22 +431,42 @@ void Importer::op_range(NodeContext& ctx) {
   if (s == nullptr || l == nullptr || d == nullptr) {
     ctx.fail("start, limit and delta must be constants (a run-time Range is not supported)");
   }
+  if (s->numel() != 1 || l->numel() != 1 || d->numel() != 1) {
+    ctx.fail("start, limit and delta must be scalars (they hold " + std::to_string(s->numel()) + ", " +
+             std::to_string(l->numel()) + " and " + std::to_string(d->numel()) + " elements)");
+  }
   ++stats_.evaluated_at_export;
   if (is_integer_dtype(s->dtype)) {
     const int64_t start = read_int(*s, 0), limit = read_int(*l, 0), delta = read_int(*d, 0);
     if (delta == 0) ctx.fail("delta is 0");
-    const int64_t n = std::max<int64_t>(0, (limit - start + delta + (delta > 0 ? -1 : 1)) / delta);
-    if (static_cast<size_t>(n) > kMaxKnownElements) ctx.fail("more than " + std::to_string(kMaxKnownElements) + " elements");
+    // In 128 bits: limit - start overflows int64 for extreme values.
+    const __int128 span = static_cast<__int128>(limit) - start;
+    const __int128 count = (span + delta + (delta > 0 ? -1 : 1)) / delta;
+    if (count > static_cast<__int128>(kMaxKnownElements)) {
+      ctx.fail("start " + std::to_string(start) + ", limit " + std::to_string(limit) + ", delta " + std::to_string(delta) +
+               " make more than " + std::to_string(kMaxKnownElements) + " elements");
+    }
+    const int64_t n = count > 0 ? static_cast<int64_t>(count) : 0;
     Known k;
     k.dtype = s->dtype;
     k.dims = {n};
-    for (int64_t i = 0; i < n; ++i) k.elems.push_back(SymInt::constant(start + i * delta));
+    // Unsigned steps: every element lies between start and limit, but i * delta alone may not fit.
+    for (int64_t i = 0; i < n; ++i) {
+      k.elems.push_back(SymInt::constant(static_cast<int64_t>(static_cast<uint64_t>(start) +
+                                                              static_cast<uint64_t>(i) * static_cast<uint64_t>(delta))));
+    }
     define_known(ctx, 0, std::move(k));
     return;
   }
   const double start = read_float(*s, 0), limit = read_float(*l, 0), delta = read_float(*d, 0);
   if (delta == 0) ctx.fail("delta is 0");
-  const int64_t n = std::max<int64_t>(0, static_cast<int64_t>(std::ceil((limit - start) / delta)));
+  const double count = std::ceil((limit - start) / delta);
+  if (std::isnan(count) || count > static_cast<double>(kMaxExportTimeBytes / 4)) {
+    ctx.fail("start " + std::to_string(start) + ", limit " + std::to_string(limit) + ", delta " + std::to_string(delta) +
+             " make " + std::to_string(count) + " elements (more than " + std::to_string(kMaxExportTimeBytes >> 20) +
+             " MiB at export)");
+  }
+  const int64_t n = count > 0 ? static_cast<int64_t>(count) : 0;
   std::vector<float> v;
   for (int64_t i = 0; i < n; ++i) v.push_back(static_cast<float>(start + static_cast<double>(i) * delta));
   define_constant(ctx, 0, HostTensor::from_f32({n}, v));

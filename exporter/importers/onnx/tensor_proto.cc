@@ -166,13 +166,19 @@ HostTensor read_tensor_proto(const onnx::TensorProto& tensor, const TensorReadOp
   out.dtype = (dtype == ScalarType::F64 && options.convert_double) ? ScalarType::F32 : dtype;
   if (tensor.dims_size() > 8) throw ExportError(what + ": rank " + std::to_string(tensor.dims_size()) + " > 8");
   uint64_t numel = 1;
+  bool too_many = false, empty = false;
   for (int64_t d : tensor.dims()) {
     if (d < 0) throw ExportError(what + ": negative dim " + std::to_string(d));
-    if (__builtin_mul_overflow(numel, static_cast<uint64_t>(d), &numel) || numel > (uint64_t{1} << 40)) {
-      throw ExportError(what + ": too many elements");
-    }
+    empty = empty || d == 0;
+    too_many = too_many || __builtin_mul_overflow(numel, static_cast<uint64_t>(d), &numel) || numel > (uint64_t{1} << 40);
     out.dims.push_back(d);
   }
+  if (too_many && !empty) {
+    std::string dims;
+    for (int64_t d : tensor.dims()) dims += (dims.empty() ? "" : ", ") + std::to_string(d);
+    throw ExportError(what + ": dims [" + dims + "] make more than 2^40 elements");
+  }
+  if (empty) numel = 0;
   const size_t esize = onnx_elem_size(onnx_type);
   const uint64_t onnx_bytes = numel * esize;
   const bool external = tensor.data_location() == onnx::TensorProto::EXTERNAL;
@@ -189,13 +195,27 @@ HostTensor read_tensor_proto(const onnx::TensorProto& tensor, const TensorReadOp
     raw.assign(tensor.raw_data().begin(), tensor.raw_data().end());
     have_raw = true;
   }
-  out.bytes.resize(nbytes_of(out.dtype, numel));
   auto check_count = [&](size_t count, const char* field) {
     if (count != numel) {
       throw ExportError(what + ": " + field + " holds " + std::to_string(count) + " values, the dims need " +
                         std::to_string(numel));
     }
   };
+  if (!have_raw) {
+    // The typed field must hold numel values: checked before numel elements are allocated, so dims
+    // that claim 2^40 elements over a short field fail here instead of in the allocator.
+    switch (dtype) {
+      case ScalarType::F32: check_count(static_cast<size_t>(tensor.float_data_size()), "float_data"); break;
+      case ScalarType::F64: check_count(static_cast<size_t>(tensor.double_data_size()), "double_data"); break;
+      case ScalarType::I64: check_count(static_cast<size_t>(tensor.int64_data_size()), "int64_data"); break;
+      case ScalarType::I32: case ScalarType::F16: case ScalarType::BF16: case ScalarType::I16:
+      case ScalarType::I8: case ScalarType::U8: case ScalarType::Bool:
+        check_count(static_cast<size_t>(tensor.int32_data_size()), "int32_data");
+        break;
+      default: throw ExportError(what + ": cannot decode " + onnx_dtype_name(onnx_type));
+    }
+  }
+  out.bytes.resize(nbytes_of(out.dtype, numel));
   if (dtype == ScalarType::F64 && options.convert_double) {
     for (uint64_t i = 0; i < numel; ++i) {
       double v = 0;

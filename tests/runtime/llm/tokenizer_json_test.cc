@@ -91,6 +91,11 @@ TEST(TokenizerJsonTest, RefusesWhatTheRuntimeDoesNotImplement) {
   expect_refused("llama3", [](json& j) { j["added_tokens"][1]["content"] = "<|begin_of_text|>"; },
                  {"added_tokens[1].content", "listed twice"});
   expect_refused("llama3", [](json& j) { j["added_tokens"][2]["id"] = 1300; }, {"ids must be dense"});
+  // Ids far beyond the vocabulary are refused before they size the added-token table (fuzzing).
+  expect_refused("llama3", [](json& j) { j["added_tokens"][2]["id"] = 4294967295u; },
+                 {"added_tokens[2].id = 4294967295", "is beyond model.vocab and the added tokens", "ids must be dense"});
+  expect_refused("llama3", [](json& j) { j["added_tokens"][2]["id"] = uint64_t{1} << 40; },
+                 {"added_tokens[2].id = 1099511627776", "ids must be dense"});
   expect_refused("llama3", [](json& j) { j["decoder"] = {{"type", "Metaspace"}}; }, {"decoder.type", "Metaspace"});
   expect_refused("llama3", [](json& j) { j["decoder"] = nullptr; }, {"decoder"});
   expect_refused("llama3", [](json& j) { j["post_processor"] = {{"type", "RobertaProcessing"}}; },
