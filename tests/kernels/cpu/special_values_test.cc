@@ -426,5 +426,87 @@ TEST_P(SpecialValuesTest, PagedAttentionPropagatesNaNAndInf) {
   }
 }
 
+// sample on rows with NaN / ±Inf logits: the cpu kernel gives the reference's ids and logprobs for
+// greedy, tempered, top-k and top-p rows (deterministic: same for 1 and 3 threads), and the
+// documented values (kernels/reference/ops.h) for the degenerate rows.
+TEST_P(SpecialValuesTest, SampleWithNonFiniteLogitsIsDeterministic) {
+  constexpr int64_t kV = 37, kRows = 6;
+  const float rows[kRows][4] = {
+      {kNaN, kNaN, kNaN, kNaN},     // every logit NaN
+      {kNaN, 1.0f, kInf, 2.0f},     // a +inf
+      {-kInf, -kInf, -kInf, -kInf}, // fully masked
+      {kNaN, -kInf, 3.0f, 2.5f},    // NaN and -inf among finite logits
+      {kInf, kNaN, kInf, 0.0f},     // two +inf
+      {0.5f, kNaN, 1.5f, -1.0f},    // one NaN
+  };
+  const float temperatures[] = {0.0f, 0.7f};
+  const int32_t top_ks[] = {0, 3};
+  const float top_ps[] = {1.0f, 0.9f};
+  for (float temperature : temperatures) {
+    for (int32_t top_k : top_ks) {
+      for (float top_p : top_ps) {
+        Tensor logits(ScalarType::F32, {kRows, kV}), temp(ScalarType::F32, {kRows}), k(ScalarType::I32, {kRows}),
+            tp(ScalarType::F32, {kRows}), penalty(ScalarType::F32, {kRows}), seed(ScalarType::I32, {kRows}),
+            position(ScalarType::I32, {kRows}), history(ScalarType::I32, {kRows, 2}), hlen(ScalarType::I32, {kRows});
+        for (int64_t r = 0; r < kRows; ++r) {
+          const bool fill_like = r == 0 || r == 2;  // the degenerate rows stay degenerate
+          for (int64_t i = 0; i < kV; ++i) {
+            logits.f()[r * kV + i] = fill_like ? rows[r][0] : float((i * 7 + r) % 11) * 0.25f - 1.0f;
+          }
+          for (int64_t i = 0; i < 4; ++i) logits.f()[r * kV + i * 9 + 1] = rows[r][i];  // ids 1, 10, 19, 28
+          temp.f()[r] = temperature;
+          k.view.data_as<int32_t>()[r] = top_k;
+          tp.f()[r] = top_p;
+          penalty.f()[r] = 1.3f;
+          seed.view.data_as<int32_t>()[r] = int32_t(r * 977 + 5);
+          position.view.data_as<int32_t>()[r] = int32_t(r + 3);
+          history.view.data_as<int32_t>()[r * 2] = 10;  // a penalized +inf / NaN stays what it is
+          history.view.data_as<int32_t>()[r * 2 + 1] = 2;
+          hlen.view.data_as<int32_t>()[r] = 2;
+        }
+        const std::vector<TensorView> in = {logits.view, temp.view, k.view, tp.view, penalty.view,
+                                            seed.view, position.view, history.view, hlen.view};
+        auto run = [&](KernelFn fn, ScratchFn scratch_fn, int threads, Tensor* ids, Tensor* logprobs) {
+          *ids = Tensor(ScalarType::I32, {kRows});
+          *logprobs = Tensor(ScalarType::F32, {kRows});
+          TensorView out[] = {ids->view, logprobs->view};
+          const size_t bytes = scratch_fn(OpAttrs{}, in.data(), in.size(), out, 2, size_t(threads));
+          std::vector<uint8_t> scratch(bytes);
+          KernelContext ctx;
+          ctx.pool = Pool(threads);
+          ctx.scratch = Span<uint8_t>(scratch.data(), scratch.size());
+          fn(ctx, OpAttrs{}, in.data(), in.size(), out, 2);
+        };
+        Tensor ref_ids, ref_lp, ids1, lp1, ids3, lp3;
+        run(ref::sample, ref::sample_scratch, 1, &ref_ids, &ref_lp);
+        run(cpu::sample, cpu::sample_scratch, 1, &ids1, &lp1);
+        run(cpu::sample, cpu::sample_scratch, 3, &ids3, &lp3);
+        SCOPED_TRACE(testing::Message() << "temperature " << temperature << " top_k " << top_k << " top_p " << top_p);
+        for (int64_t r = 0; r < kRows; ++r) {
+          const int32_t want = ref_ids.view.data_as<int32_t>()[r];
+          EXPECT_EQ(ids1.view.data_as<int32_t>()[r], want) << "row " << r;
+          EXPECT_EQ(ids3.view.data_as<int32_t>()[r], want) << "row " << r;
+          EXPECT_TRUE(SameSpecial(lp1.f()[r], ref_lp.f()[r], {1e-6f, 1e-5f}, false))
+              << "row " << r << ": " << lp1.f()[r] << " vs " << ref_lp.f()[r];
+          EXPECT_TRUE(SameSpecial(lp3.f()[r], ref_lp.f()[r], {1e-6f, 1e-5f}, false)) << "row " << r;
+        }
+        const int32_t* id = ref_ids.view.data_as<int32_t>();
+        EXPECT_EQ(id[0], 0);  // every logit NaN: id 0, logprob NaN
+        EXPECT_TRUE(std::isnan(ref_lp.f()[0]));
+        EXPECT_EQ(id[1], 19);  // the +inf
+        EXPECT_EQ(ref_lp.f()[1], 0.0f);
+        EXPECT_EQ(id[2], 0);  // every logit -inf: the first, logprob NaN
+        EXPECT_TRUE(std::isnan(ref_lp.f()[2]));
+        EXPECT_EQ(id[4], 1);  // the first of two +inf
+        EXPECT_EQ(ref_lp.f()[4], 0.0f);
+        for (int64_t r : {3, 5}) {
+          EXPECT_NE(id[r], 1) << "row " << r << ": a NaN logit was sampled";
+          EXPECT_TRUE(std::isfinite(ref_lp.f()[r])) << "row " << r;
+        }
+      }
+    }
+  }
+}
+
 }  // namespace
 }  // namespace ember::kernels::cpu_test
