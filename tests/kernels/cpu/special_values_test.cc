@@ -11,8 +11,12 @@
 
 #include "kernels/cpu/ops.h"
 #include "kernels/cpu/paged_attention.h"
+#include "kernels/cpu/quantized_linear.h"
 #include "kernels/reference/ops.h"
 #include "kernels/reference/paged_attention.h"
+#include "kernels/reference/quantize.h"
+#include "kernels/reference/quantized_linear.h"
+#include "runtime/core/float_codecs.h"
 #include "tests/kernels/cpu/test_util.h"
 #include "tests/kernels/reference/paged_attention_test_util.h"
 
@@ -421,6 +425,71 @@ TEST_P(SpecialValuesTest, PagedAttentionPropagatesNaNAndInf) {
           non_finite += std::isfinite(want[i]) ? 0 : 1;
         }
         EXPECT_GT(non_finite, 0u);  // the case does reach the special value (an inf value: ±inf)
+      }
+    }
+  }
+}
+
+// The quantized linears with a NaN / ±Inf activation (weights quantized from finite values): the
+// GEMV (m <= 4) and GEMM paths, weight-only FP8 / MXFP8 / NVFP4 / bf16 and W8A8 (an infinite
+// element makes the row's activation scale infinite, so the whole row of y is NaN).
+TEST_P(SpecialValuesTest, QuantizedLinearsPropagateNaNAndInf) {
+  constexpr int64_t n = 35, k = 64;
+  const Tensor wf = Random({n, k}, 31);
+  std::vector<uint8_t> fp8(n * k), mx(n * k), mx_scales(n * k / 32), nv(n * k / 2), nv_scales(n * k / 16);
+  std::vector<float> fp8_scales(n);
+  std::vector<uint16_t> bf(n * k);
+  float global = 0.0f;
+  ASSERT_TRUE(ref::quantize_fp8_e4m3(wf.f(), n, k, 1, k, fp8.data(), fp8_scales.data()).is_ok());
+  ASSERT_TRUE(ref::quantize_mxfp8(wf.f(), n, k, mx.data(), mx_scales.data()).is_ok());
+  ASSERT_TRUE(ref::quantize_nvfp4(wf.f(), n, k, nv.data(), nv_scales.data(), &global).is_ok());
+  for (int64_t i = 0; i < n * k; ++i) bf[size_t(i)] = f32_to_bf16(wf.f()[i]);
+  const Tensor bias = Random({n}, 32);
+  for (int64_t m : {1, 3, 6}) {
+    for (float s : {kNaN, kInf, -kInf}) {
+      Tensor x = Random({m, k}, 33, -2.0f, 2.0f);
+      x.f()[(m - 1) * k + 37] = s;  // the last row
+      std::vector<uint8_t> scratch(cpu::quantized_linear_scratch_bytes(m, k, 1, true));
+      KernelContext ctx;
+      ctx.scratch = Span<uint8_t>(scratch.data(), scratch.size());
+      for (int layout = 0; layout < 5; ++layout) {
+        std::vector<float> want(size_t(m * n)), got(size_t(m * n));
+        Status a, b;
+        switch (layout) {
+          case 0:
+            a = ref::linear_fp8_e4m3(x.f(), m, fp8.data(), n, k, 1, k, fp8_scales.data(), bias.f(), want.data());
+            b = cpu::linear_fp8_e4m3(ctx, x.f(), m, fp8.data(), n, k, 1, k, fp8_scales.data(), bias.f(), got.data());
+            break;
+          case 1:
+            a = ref::linear_mxfp8(x.f(), m, mx.data(), n, k, mx_scales.data(), bias.f(), want.data());
+            b = cpu::linear_mxfp8(ctx, x.f(), m, mx.data(), n, k, mx_scales.data(), bias.f(), got.data());
+            break;
+          case 2:
+            a = ref::linear_nvfp4(x.f(), m, nv.data(), n, k, nv_scales.data(), global, bias.f(), want.data());
+            b = cpu::linear_nvfp4(ctx, x.f(), m, nv.data(), n, k, nv_scales.data(), global, bias.f(), got.data());
+            break;
+          case 3:
+            a = ref::linear_bf16(x.f(), m, bf.data(), n, k, bias.f(), want.data());
+            b = cpu::linear_bf16(ctx, x.f(), m, bf.data(), n, k, bias.f(), got.data());
+            break;
+          default:
+            a = ref::linear_fp8_e4m3_w8a8(x.f(), m, fp8.data(), n, k, 1, k, fp8_scales.data(), bias.f(),
+                                          want.data());
+            b = cpu::linear_fp8_e4m3_w8a8(ctx, x.f(), m, fp8.data(), n, k, 1, k, fp8_scales.data(), bias.f(),
+                                          got.data());
+            break;
+        }
+        ASSERT_TRUE(a.is_ok() && b.is_ok());
+        SCOPED_TRACE(testing::Message() << "layout " << layout << " m " << m << " special " << s);
+        for (size_t i = 0; i < want.size(); ++i) {
+          ASSERT_TRUE(SameSpecial(got[i], want[i], {1e-4f, 1e-4f}, false))
+              << "element " << i << ": got " << got[i] << ", reference " << want[i];
+        }
+        for (int64_t j = 0; j < n; ++j) {  // the special value reaches every output of its row
+          const float v = want[size_t((m - 1) * n + j)];
+          EXPECT_TRUE(layout == 4 || std::isnan(s) ? std::isnan(v) : !std::isfinite(v)) << j << ": " << v;
+        }
+        for (int64_t i = 0; i < (m - 1) * n; ++i) EXPECT_TRUE(std::isfinite(want[size_t(i)])) << i;
       }
     }
   }
