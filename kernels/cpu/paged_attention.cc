@@ -226,21 +226,18 @@ void AttendGroup(const PagedPlan& p, int64_t t, int64_t s, int64_t pos, int64_t 
       for (; jj + 4 <= n; jj += 4) Dot4(qs[i], krow + jj, dp, w + jj);
       for (; jj < n; ++jj) w[jj] = Dot1(qs[i], krow[jj], dp);
       for (; jj < npad; ++jj) w[jj] = -INFINITY;
-      // A NaN score wins the max and stays (as the reference): then c and every weight are NaN,
-      // and so is the output; an +inf max gives exp(inf - inf) = NaN the same way.
       float mt = m[i];
-      for (jj = 0; jj < n; ++jj) mt = (w[jj] > mt || std::isnan(w[jj])) ? w[jj] : mt;
+      for (jj = 0; jj < n; ++jj) mt = w[jj] > mt ? w[jj] : mt;
       const float c = std::exp(m[i] - mt);  // exp(-inf) = 0 on the first tile
       m[i] = mt;
       const VF mv = hn::Set(df, mt);
-      const VF lowest = hn::Set(df, -110.0f);
       VF sum = hn::Zero(df);
       for (jj = 0; jj < npad; jj += lanes) {
-        // Exp of a finite argument only (its SCALAR path is UB on NaN / -inf; below -104 it gives
-        // 0, as for the -inf padding); NaN passes through.
+        // A NaN score (or inf - inf under an infinite max) keeps its NaN weight, which makes l and
+        // acc, hence the output, NaN as in the reference (hwy's Exp gives 0 for NaN: the position
+        // was dropped). ExpArg keeps Exp defined on SCALAR (the -inf padding gives 0).
         const VF x = hn::Sub(hn::Load(df, w + jj), mv);
-        const auto nan = hn::IsNaN(x);
-        const VF e = hn::IfThenElse(nan, x, hn::Exp(df, hn::Max(hn::IfThenZeroElse(nan, x), lowest)));
+        const VF e = hn::IfThenElse(hn::IsNaN(x), x, hn::Exp(df, ExpArg(df, x)));
         hn::Store(e, df, w + jj);
         sum = hn::Add(sum, e);
       }
