@@ -216,13 +216,11 @@ HWY_INLINE V Apply1(D d, V x, V p0, V p1) {
   if constexpr (kOp == UnaryOp::Sqrt) return hn::Sqrt(x);
   if constexpr (kOp == UnaryOp::Exp) {
     // hwy's Exp is valid up to +104 and returns 0 for NaN: pass NaN through, and from the first
-    // f32 above ln(FLT_MAX) on the result is inf (as exp in double rounded to f32). Exp itself sees
-    // only finite arguments in [-110, 100] (see Sigmoid: NaN / -inf are UB in its SCALAR path).
-    const auto nan = hn::IsNaN(x);
-    const V safe = hn::Min(hn::Max(hn::IfThenZeroElse(nan, x), hn::Set(d, -110.0f)), hn::Set(d, 100.0f));
-    const V e = hn::Exp(d, safe);
+    // f32 above ln(FLT_MAX) on the result is inf (as exp in double rounded to f32). ExpArg keeps
+    // Exp defined on SCALAR (NaN / -inf).
+    const V e = hn::Exp(d, ExpArg(d, hn::Min(x, hn::Set(d, 100.0f))));
     const V big = hn::IfThenElse(hn::Ge(x, hn::Set(d, 88.72283935546875f)), hn::Set(d, HUGE_VALF), e);
-    return hn::IfThenElse(nan, x, big);
+    return hn::IfThenElse(hn::IsNaN(x), x, big);
   }
   if constexpr (kOp == UnaryOp::Neg) return hn::Neg(x);
   if constexpr (kOp == UnaryOp::Square) return hn::Mul(x, x);
