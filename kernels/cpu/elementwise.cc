@@ -237,11 +237,12 @@ HWY_INLINE V Apply1(D d, V x, V p0, V p1) {
     const V x3 = hn::Mul(hn::Mul(x, x), x);
     const V inner =
         hn::Mul(hn::Set(d, 0.79788456080286536f), hn::MulAdd(x3, hn::Set(d, 0.044715f), x));
-    return hn::MulAdd(half_x, hn::Tanh(d, inner), half_x);
+    // A NaN inner means a NaN x, so half_x makes the result NaN whatever Tanh gives.
+    return hn::MulAdd(half_x, hn::Tanh(d, TanhArg(d, inner)), half_x);
   }
   if constexpr (kOp == UnaryOp::Silu) return hn::Mul(x, Sigmoid(d, x));
   if constexpr (kOp == UnaryOp::Sigmoid) return Sigmoid(d, x);
-  if constexpr (kOp == UnaryOp::Tanh) return hn::Tanh(d, x);
+  if constexpr (kOp == UnaryOp::Tanh) return hn::IfThenElse(hn::IsNaN(x), x, hn::Tanh(d, TanhArg(d, x)));
 }
 
 template <UnaryOp kOp>

@@ -1,5 +1,6 @@
 // Per-target helpers shared by kernels/cpu files. Include after hwy/highway.h, inside no namespace.
-// Also: ExpArg (a defined argument for hwy's Exp) and ReluKeepNaN (relu with NaN and -0 kept).
+// Also: ExpArg / TanhArg (defined arguments for hwy's Exp / Tanh) and ReluKeepNaN (relu with NaN
+// and -0 kept).
 // Highway 1.0.3 has no LoadN/StoreN. On AVX-512 (HWY_MEM_OPS_MIGHT_FAULT == 0) partial vectors
 // are masked loads and stores, which touch no element past `count`; elsewhere they go through a
 // stack buffer (MaskedLoad on SSE / AVX2 targets may read the whole vector). The buffer costs a
@@ -60,6 +61,19 @@ HWY_INLINE hn::VFromD<D> ExpArg(D d, hn::VFromD<D> x) {
   return x;
 #else
   return hn::Max(hn::IfThenZeroElse(hn::IsNaN(x), x), hn::Set(d, -110.0f));
+#endif
+}
+
+// An argument for hwy's Tanh that is defined on every target: NaN lanes become 0 except on x86
+// SIMD (as ExpArg; Tanh(NaN) is undefined behaviour on SCALAR, ±inf is fine). The caller passes
+// NaN through itself.
+template <class D>
+HWY_INLINE hn::VFromD<D> TanhArg(D d, hn::VFromD<D> x) {
+#if HWY_ARCH_X86 && HWY_TARGET != HWY_SCALAR && HWY_TARGET != HWY_EMU128
+  (void)d;
+  return x;
+#else
+  return hn::IfThenZeroElse(hn::IsNaN(x), x);
 #endif
 }
 
