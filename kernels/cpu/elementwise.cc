@@ -184,12 +184,14 @@ HWY_INLINE V Erf(D d, V x) {
 }
 
 // 1 / (1 + exp(-x)) without overflow: with e = exp(-|x|), 1/(1+e) for x >= 0, e/(1+e) otherwise.
+// NaN passes through (hwy's Exp gives 0 for it: sigmoid(NaN) was 1); ExpArg keeps Exp defined.
 template <class D, class V>
 HWY_INLINE V Sigmoid(D d, V x) {
-  const V e = hn::Exp(d, hn::Neg(hn::Abs(x)));
+  const auto nan = hn::IsNaN(x);
+  const V e = hn::Exp(d, ExpArg(d, hn::Neg(hn::Abs(x))));
   const V one = hn::Set(d, 1.0f);
   const V r = hn::Div(one, hn::Add(one, e));
-  return hn::IfThenElse(hn::Lt(x, hn::Zero(d)), hn::Mul(e, r), r);
+  return hn::IfThenElse(nan, x, hn::IfThenElse(hn::Lt(x, hn::Zero(d)), hn::Mul(e, r), r));
 }
 
 // lo <= x <= hi by comparisons, so a NaN x stays NaN (as the reference; hn::Min/Max do not say).
@@ -206,15 +208,17 @@ HWY_INLINE V Apply1(D d, V x, V p0, V p1) {
     return ClampKeepNaN(hn::MulAdd(p0, x, p1), hn::Zero(d), hn::Set(d, 1.0f));
   }
   if constexpr (kOp == UnaryOp::HardSwish) {
+    // x * (relu6(x + 3) / 6), ONNX's x * hard_sigmoid(x): x * 6 would overflow for x near FLT_MAX.
     const V r = ClampKeepNaN(hn::Add(x, hn::Set(d, 3.0f)), hn::Zero(d), hn::Set(d, 6.0f));
-    return hn::Div(hn::Mul(x, r), hn::Set(d, 6.0f));
+    return hn::Mul(x, hn::Div(r, hn::Set(d, 6.0f)));
   }
   if constexpr (kOp == UnaryOp::Erf) return hn::IfThenElse(hn::IsNaN(x), x, Erf(d, x));
   if constexpr (kOp == UnaryOp::Sqrt) return hn::Sqrt(x);
   if constexpr (kOp == UnaryOp::Exp) {
     // hwy's Exp is valid up to +104 and returns 0 for NaN: pass NaN through, and from the first
-    // f32 above ln(FLT_MAX) on the result is inf (as exp in double rounded to f32).
-    const V e = hn::Exp(d, hn::Min(x, hn::Set(d, 100.0f)));
+    // f32 above ln(FLT_MAX) on the result is inf (as exp in double rounded to f32). ExpArg keeps
+    // Exp defined on SCALAR (NaN / -inf).
+    const V e = hn::Exp(d, ExpArg(d, hn::Min(x, hn::Set(d, 100.0f))));
     const V big = hn::IfThenElse(hn::Ge(x, hn::Set(d, 88.72283935546875f)), hn::Set(d, HUGE_VALF), e);
     return hn::IfThenElse(hn::IsNaN(x), x, big);
   }
@@ -222,7 +226,8 @@ HWY_INLINE V Apply1(D d, V x, V p0, V p1) {
   if constexpr (kOp == UnaryOp::Square) return hn::Mul(x, x);
   if constexpr (kOp == UnaryOp::Cube) return hn::Mul(hn::Mul(x, x), x);
   if constexpr (kOp == UnaryOp::Copy) return x;
-  if constexpr (kOp == UnaryOp::Relu) return hn::Max(x, hn::Zero(d));
+  // x < 0 ? 0 : x, as the reference: NaN and -0 pass through (torch, onnxruntime).
+  if constexpr (kOp == UnaryOp::Relu) return ReluKeepNaN(d, x);
   if constexpr (kOp == UnaryOp::GeluErf) {
     const V half_x = hn::Mul(x, hn::Set(d, 0.5f));
     return hn::MulAdd(half_x, Erf(d, hn::Mul(x, hn::Set(d, 0.70710678118654752f))), half_x);
@@ -232,11 +237,12 @@ HWY_INLINE V Apply1(D d, V x, V p0, V p1) {
     const V x3 = hn::Mul(hn::Mul(x, x), x);
     const V inner =
         hn::Mul(hn::Set(d, 0.79788456080286536f), hn::MulAdd(x3, hn::Set(d, 0.044715f), x));
-    return hn::MulAdd(half_x, hn::Tanh(d, inner), half_x);
+    // A NaN inner means a NaN x, so half_x makes the result NaN whatever Tanh gives.
+    return hn::MulAdd(half_x, hn::Tanh(d, TanhArg(d, inner)), half_x);
   }
   if constexpr (kOp == UnaryOp::Silu) return hn::Mul(x, Sigmoid(d, x));
   if constexpr (kOp == UnaryOp::Sigmoid) return Sigmoid(d, x);
-  if constexpr (kOp == UnaryOp::Tanh) return hn::Tanh(d, x);
+  if constexpr (kOp == UnaryOp::Tanh) return hn::IfThenElse(hn::IsNaN(x), x, hn::Tanh(d, TanhArg(d, x)));
 }
 
 template <UnaryOp kOp>

@@ -1,4 +1,6 @@
 // Per-target helpers shared by kernels/cpu files. Include after hwy/highway.h, inside no namespace.
+// Also: ExpArg / TanhArg (defined arguments for hwy's Exp / Tanh) and ReluKeepNaN (relu with NaN
+// and -0 kept).
 // Highway 1.0.3 has no LoadN/StoreN. On AVX-512 (HWY_MEM_OPS_MIGHT_FAULT == 0) partial vectors
 // are masked loads and stores, which touch no element past `count`; elsewhere they go through a
 // stack buffer (MaskedLoad on SSE / AVX2 targets may read the whole vector). The buffer costs a
@@ -44,6 +46,47 @@ HWY_INLINE void StoreTail(D d, hn::VFromD<D> v, hn::TFromD<D>* p, size_t count) 
   HWY_ALIGN hn::TFromD<D> buf[hn::MaxLanes(d)];
   hn::Store(v, d, buf);
   std::memcpy(p, buf, count * sizeof(hn::TFromD<D>));
+#endif
+}
+
+// An argument for hwy's Exp that is defined on every target. The SCALAR / EMU128 (and non-x86)
+// Exp converts float to int in C++, undefined behaviour for NaN and -inf: there NaN lanes become 0
+// and the rest is clamped to >= -110 (Exp gives 0 below -104 anyway). x86 SIMD conversions are
+// defined for every input (cvttps2dq), so x passes as is, costing nothing on the fast path. Either
+// way the caller masks the result of a NaN lane itself (hwy's Exp gives 0 for NaN).
+template <class D>
+HWY_INLINE hn::VFromD<D> ExpArg(D d, hn::VFromD<D> x) {
+#if HWY_ARCH_X86 && HWY_TARGET != HWY_SCALAR && HWY_TARGET != HWY_EMU128
+  (void)d;
+  return x;
+#else
+  return hn::Max(hn::IfThenZeroElse(hn::IsNaN(x), x), hn::Set(d, -110.0f));
+#endif
+}
+
+// An argument for hwy's Tanh that is defined on every target: NaN lanes become 0 except on x86
+// SIMD (as ExpArg; Tanh(NaN) is undefined behaviour on SCALAR, ±inf is fine). The caller passes
+// NaN through itself.
+template <class D>
+HWY_INLINE hn::VFromD<D> TanhArg(D d, hn::VFromD<D> x) {
+#if HWY_ARCH_X86 && HWY_TARGET != HWY_SCALAR && HWY_TARGET != HWY_EMU128
+  (void)d;
+  return x;
+#else
+  return hn::IfThenZeroElse(hn::IsNaN(x), x);
+#endif
+}
+
+// max(0, x) with NaN and -0 passed through: x < 0 ? 0 : x, the reference's relu. hn::Max does
+// not define NaN or signed zeros: x86's maxps returns its second operand when either is NaN or both
+// are zero, so Max(0, x) is exactly this there (one instruction; Max(x, 0) gave relu(NaN) = 0),
+// while the SCALAR Max returns the non-NaN operand; other targets compare and select.
+template <class D>
+HWY_INLINE hn::VFromD<D> ReluKeepNaN(D d, hn::VFromD<D> x) {
+#if HWY_ARCH_X86 && HWY_TARGET != HWY_SCALAR && HWY_TARGET != HWY_EMU128
+  return hn::Max(hn::Zero(d), x);
+#else
+  return hn::IfThenZeroElse(hn::Lt(x, hn::Zero(d)), x);
 #endif
 }
 

@@ -149,13 +149,15 @@ void rope_f32_impl(const cpu_detail::RopePlan& p, size_t begin, size_t end) {
   }
 }
 
-// 1 / (1 + exp(-x)) without overflow, as the silu kernel (elementwise.cc).
+// 1 / (1 + exp(-x)) without overflow, as the silu kernel (elementwise.cc's Sigmoid: NaN passes
+// through; ExpArg keeps Exp defined).
 template <class D, class V>
 HWY_INLINE V SigmoidLlm(D d, V x) {
-  const V e = hn::Exp(d, hn::Neg(hn::Abs(x)));
+  const auto nan = hn::IsNaN(x);
+  const V e = hn::Exp(d, ExpArg(d, hn::Neg(hn::Abs(x))));
   const V one = hn::Set(d, 1.0f);
   const V r = hn::Div(one, hn::Add(one, e));
-  return hn::IfThenElse(hn::Lt(x, hn::Zero(d)), hn::Mul(e, r), r);
+  return hn::IfThenElse(nan, x, hn::IfThenElse(hn::Lt(x, hn::Zero(d)), hn::Mul(e, r), r));
 }
 
 // Blocks [begin, end) of kSiluMulBlock elements.

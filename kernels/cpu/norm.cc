@@ -203,14 +203,15 @@ void reduce_rows_f32_impl(const cpu_detail::ReducePlan& p, size_t begin, size_t 
   const size_t n = static_cast<size_t>(p.row);
   for (size_t r = begin; r < end; ++r) {
     const float* x = p.in + r * n;
-    auto s0 = hn::Zero(dd), s1 = hn::Zero(dd);
+    // From -0, as the reference (and the tail filled with -0): a row of -0 sums to -0.
+    auto s0 = hn::Set(dd, -0.0), s1 = hn::Set(dd, -0.0);
     size_t i = 0;
     for (; i + 2 * lanes <= n; i += 2 * lanes) {
       s0 = hn::Add(s0, hn::PromoteTo(dd, hn::LoadU(df, x + i)));
       s1 = hn::Add(s1, hn::PromoteTo(dd, hn::LoadU(df, x + i + lanes)));
     }
     for (; i + lanes <= n; i += lanes) s0 = hn::Add(s0, hn::PromoteTo(dd, hn::LoadU(df, x + i)));
-    if (i < n) s1 = hn::Add(s1, hn::PromoteTo(dd, LoadTail(df, x + i, n - i)));
+    if (i < n) s1 = hn::Add(s1, hn::PromoteTo(dd, LoadTail(df, x + i, n - i, -0.0f)));
     double sum = hn::GetLane(hn::SumOfLanes(dd, hn::Add(s0, s1)));
     if (p.mean) sum /= static_cast<double>(n);
     p.out[r] = static_cast<float>(sum);
@@ -315,7 +316,7 @@ void reduce(KernelContext& ctx, const OpAttrs& attrs, const TensorView& x, Tenso
   for (int64_t o = 0; o < outer; ++o) {
     int64_t ridx[kMaxRank] = {0};
     int64_t roff = 0;
-    double sum = 0.0;
+    double sum = -0.0;  // as the reference (row > 0 here)
     for (int64_t k = 0; k < row; ++k) {
       sum += px[koff + roff];
       for (int dim = 0; dim < red; ++dim) {

@@ -233,7 +233,11 @@ void AttendGroup(const PagedPlan& p, int64_t t, int64_t s, int64_t pos, int64_t 
       const VF mv = hn::Set(df, mt);
       VF sum = hn::Zero(df);
       for (jj = 0; jj < npad; jj += lanes) {
-        const VF e = hn::Exp(df, hn::Sub(hn::Load(df, w + jj), mv));  // 0 for the -inf padding
+        // A NaN score (or inf - inf under an infinite max) keeps its NaN weight, which makes l and
+        // acc, hence the output, NaN as in the reference (hwy's Exp gives 0 for NaN: the position
+        // was dropped). ExpArg keeps Exp defined on SCALAR (the -inf padding gives 0).
+        const VF x = hn::Sub(hn::Load(df, w + jj), mv);
+        const VF e = hn::IfThenElse(hn::IsNaN(x), x, hn::Exp(df, ExpArg(df, x)));
         hn::Store(e, df, w + jj);
         sum = hn::Add(sum, e);
       }

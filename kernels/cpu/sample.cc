@@ -133,6 +133,11 @@ void sample_row(const SamplePlan& p, size_t r, float* z, int32_t* idx) {
       while (best < v && std::isnan(src[best])) ++best;
       if (best == v) best = 0;
     }
+    if (std::isnan(src[best]) || src[best] == INFINITY) {  // every logit NaN, or a +inf: as the reference
+      p.ids[r] = static_cast<int32_t>(best);
+      p.logprobs[r] = std::isnan(src[best]) ? NAN : 0.0f;
+      return;
+    }
     double sum = 0.0;
     const double md = src[best];
     for (size_t i = 0; i < n; ++i) {

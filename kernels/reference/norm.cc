@@ -111,7 +111,9 @@ void reduce(const OpAttrs& attrs, const TensorView& x, TensorView& out, Finish f
     r.rank = red;
     r.dims = red_dims;
     r.strides[0] = red_strides;
-    double sum = 0.0;
+    // From -0 (the additive identity of IEEE addition), so a sum of -0 is -0, as onnxruntime's;
+    // an empty extent gives +0.
+    double sum = count > 0 ? -0.0 : 0.0;
     for (int64_t k = 0; k < count; ++k, r.next()) sum += px[o.offset[0] + r.offset[0]];
     po[i] = static_cast<float>(finish(sum, count));
   }

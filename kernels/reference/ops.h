@@ -100,7 +100,9 @@ EMBER_REFERENCE_KERNEL(logits_gather);
 //   1. repetition penalty (HF RepetitionPenaltyLogitsProcessor): for each distinct id in
 //      history[0, history_len) with id >= 0 (negative = padding): l = l > 0 ? l / p : l * p.
 //   2. temperature 0: greedy, the first index of the maximum (NaN never wins); logprob =
-//      log_softmax(penalized logits)[id] (double). Otherwise z = l / temperature, then:
+//      log_softmax(penalized logits)[id] (double, NaN logits left out; an all -inf row gives the
+//      first id and NaN, a +inf logit its first index and 0, an all-NaN row id 0 and NaN).
+//      Otherwise z = l / temperature (a NaN z becomes -inf), then:
 //   3. top_k (k <= 0 or k >= V: off): keep every z >= the k-th largest z (HF TopKLogitsWarper:
 //      ties with the k-th value are all kept).
 //   4. top_p (p >= 1: off): probabilities softmax(z) over the kept set (double); order the kept set
@@ -110,6 +112,9 @@ EMBER_REFERENCE_KERNEL(logits_gather);
 //      uint32); w_i = exp(z_i - max) (double) over the kept set, walked in ascending id order: the
 //      first id whose running sum exceeds u * sum(w) (the last kept id if rounding leaves none).
 //      logprob = log(w_id / sum(w)) (double), i.e. the processed distribution's log-probability.
+//      If the largest kept z is infinite: its first index, logprob 0 (+inf) or NaN (-inf: every
+//      logit NaN or -inf). Non-finite logits never fault and give the same id on every library
+//      and thread count; the LLM engine refuses them before sampling.
 //   Scratch: sample_scratch() bytes (the penalized / tempered row and an index array).
 EMBER_REFERENCE_KERNEL(sample);
 size_t sample_scratch(const OpAttrs& attrs, const TensorView* inputs, size_t input_count,

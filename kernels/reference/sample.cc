@@ -45,8 +45,17 @@ void sample_row(const Row& row, float* z, int32_t* idx, int32_t* out_id, float* 
     for (int64_t i = 0; i < v; ++i) {
       if (!std::isnan(z[i]) && (best < 0 || z[i] > z[best])) best = i;
     }
-    if (best < 0) best = 0;
+    if (best < 0) {  // every logit NaN: id 0, logprob NaN (the tempered path's answer too)
+      *out_id = 0;
+      *out_logprob = NAN;
+      return;
+    }
     const double m = z[best];
+    if (m == INFINITY) {  // the first +inf wins; logprob 0, as the tempered path
+      *out_id = static_cast<int32_t>(best);
+      *out_logprob = 0.0f;
+      return;
+    }
     double sum = 0.0;
     for (int64_t i = 0; i < v; ++i) {
       if (!std::isnan(z[i])) sum += std::exp(static_cast<double>(z[i]) - m);

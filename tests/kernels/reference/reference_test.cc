@@ -27,10 +27,13 @@ namespace {
 
 using tools::NpyArray;
 
-std::string golden_dir() {
+std::string data_dir(const char* name) {
   const char* root = std::getenv("EMBER_SOURCE_DIR");
-  return std::string(root != nullptr ? root : ".") + "/tests/data/golden/";
+  return std::string(root != nullptr ? root : ".") + "/tests/data/" + name + "/";
 }
+std::string golden_dir() { return data_dir("golden"); }
+// NaN / ±Inf / ±0 cases from PyTorch and onnxruntime (make_special_golden.py).
+std::string special_dir() { return data_dir("golden_special"); }
 
 struct GoldenCase {
   std::string name;
@@ -49,9 +52,9 @@ std::vector<std::string> split(const std::string& text, char sep) {
 
 // The manifest's cases; a single case named "manifest_missing" when it cannot be read, so the
 // failure shows up as a test failure instead of an empty suite.
-std::vector<GoldenCase> load_manifest() {
+std::vector<GoldenCase> load_manifest(const std::string& dir) {
   std::vector<GoldenCase> cases;
-  std::ifstream in(golden_dir() + "manifest.txt");
+  std::ifstream in(dir + "manifest.txt");
   if (!in) {
     cases.push_back(GoldenCase{"manifest_missing", {}});
     return cases;
@@ -76,7 +79,12 @@ std::vector<GoldenCase> load_manifest() {
 void PrintTo(const GoldenCase& c, std::ostream* os) { *os << c.name; }
 
 const std::vector<GoldenCase>& manifest() {
-  static const std::vector<GoldenCase> cases = load_manifest();
+  static const std::vector<GoldenCase> cases = load_manifest(golden_dir());
+  return cases;
+}
+
+const std::vector<GoldenCase>& special_manifest() {
+  static const std::vector<GoldenCase> cases = load_manifest(special_dir());
   return cases;
 }
 
@@ -220,9 +228,20 @@ class GoldenTest : public ::testing::TestWithParam<GoldenCase> {
 };
 std::unique_ptr<KernelRegistry> GoldenTest::registry_;
 
-TEST_P(GoldenTest, MatchesNumpy) {
-  const GoldenCase& c = GetParam();
-  ASSERT_NE(c.name, "manifest_missing") << "cannot read " << golden_dir() << "manifest.txt";
+// Special-value comparison (SpecialValues suite): NaN matches any NaN, an infinity only the same
+// infinity, an expected zero a zero of the same sign (or a nonzero value within tolerance), anything
+// else within atol + rtol |expected|.
+bool same_special(double a, double e, double rtol, double atol) {
+  if (std::isnan(a) || std::isnan(e)) return std::isnan(a) && std::isnan(e);
+  if (std::isinf(a) || std::isinf(e)) return a == e;
+  if (a == 0.0 && e == 0.0) return std::signbit(a) == std::signbit(e);
+  return std::fabs(a - e) <= atol + rtol * std::fabs(e);
+}
+
+// Runs case c from `dir` through the reference kernel; `special` selects same_special for f32.
+void run_golden_case(const GoldenCase& c, const std::string& dir, bool special,
+                     const KernelRegistry& registry) {
+  ASSERT_NE(c.name, "manifest_missing") << "cannot read " << dir << "manifest.txt";
   const OpCode op = parse_op(c.fields.at("op"));
   const OpInfo* info = find_op_info(op);
   ASSERT_NE(info, nullptr) << "unknown op " << c.fields.at("op");
@@ -237,11 +256,11 @@ TEST_P(GoldenTest, MatchesNumpy) {
   std::vector<TensorView> inputs(input_files.size());
   for (size_t i = 0; i < input_files.size(); ++i) {
     if (input_files[i] == "-") continue;  // absent optional input: data null, dtype Invalid
-    ASSERT_TRUE(tools::read_npy(golden_dir() + input_files[i], &arrays[i], &error)) << error;
+    ASSERT_TRUE(tools::read_npy(dir + input_files[i], &arrays[i], &error)) << error;
     inputs[i] = view_of(arrays[i]);
   }
   NpyArray expected;
-  ASSERT_TRUE(tools::read_npy(golden_dir() + c.fields.at("output"), &expected, &error)) << error;
+  ASSERT_TRUE(tools::read_npy(dir + c.fields.at("output"), &expected, &error)) << error;
 
   TensorView out;
   ErrorContext ctx;
@@ -259,7 +278,7 @@ TEST_P(GoldenTest, MatchesNumpy) {
   key.arg_count = static_cast<uint8_t>(inputs.size() + 1);
   for (size_t i = 0; i < inputs.size(); ++i) key.dtypes[i] = inputs[i].dtype;
   key.dtypes[inputs.size()] = out.dtype;
-  const KernelRegistry::Entry* entry = registry_->find(key);
+  const KernelRegistry::Entry* entry = registry.find(key);
   char key_text[256];
   ASSERT_NE(entry, nullptr) << "no kernel for " << format_key(key, key_text, sizeof(key_text));
 
@@ -273,6 +292,17 @@ TEST_P(GoldenTest, MatchesNumpy) {
   const double rtol = std::strtod(c.fields.at("rtol").c_str(), nullptr);
   const double atol = std::strtod(c.fields.at("atol").c_str(), nullptr);
   const uint64_t numel = out.numel();
+  if (special && out.dtype == ScalarType::F32) {
+    const float* actual = reinterpret_cast<const float*>(buffer.data());
+    const float* want = reinterpret_cast<const float*>(expected.data.data());
+    for (uint64_t i = 0; i < numel; ++i) {
+      EXPECT_TRUE(same_special(actual[i], want[i], rtol, atol))
+          << "element " << i << " " << index_text(i, expected.dims) << ": got " << actual[i]
+          << (std::signbit(actual[i]) ? " (sign set)" : "") << ", expected " << want[i]
+          << (std::signbit(want[i]) ? " (sign set)" : "");
+    }
+    return;
+  }
   if (rtol == 0.0 && atol == 0.0) {
     const size_t elem = static_cast<size_t>(bits_of(out.dtype) / 8);
     for (uint64_t i = 0; i < numel; ++i) {
@@ -299,7 +329,20 @@ TEST_P(GoldenTest, MatchesNumpy) {
                             << atol << ")";
 }
 
+TEST_P(GoldenTest, MatchesNumpy) { run_golden_case(GetParam(), golden_dir(), false, *registry_); }
+
 INSTANTIATE_TEST_SUITE_P(Manifest, GoldenTest, ::testing::ValuesIn(manifest()),
+                         [](const ::testing::TestParamInfo<GoldenCase>& info) {
+                           return info.param.name;
+                         });
+
+// NaN, ±Inf, ±0, huge and tiny inputs: PyTorch / onnxruntime results (make_special_golden.py; the
+// per-op choices are in kernels/reference/README.md), compared by same_special.
+using SpecialValuesTest = GoldenTest;
+TEST_P(SpecialValuesTest, MatchesTorchOrOnnxruntime) {
+  run_golden_case(GetParam(), special_dir(), true, *registry_);
+}
+INSTANTIATE_TEST_SUITE_P(SpecialValues, SpecialValuesTest, ::testing::ValuesIn(special_manifest()),
                          [](const ::testing::TestParamInfo<GoldenCase>& info) {
                            return info.param.name;
                          });
