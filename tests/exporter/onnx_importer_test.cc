@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -389,14 +390,35 @@ TEST(OnnxImporterTest, NewOpsMapWithTheirAttributes) {
   EXPECT_EQ(format_dims(imp.graph, y.dims), "[2, 2, 1]");
 }
 
-TEST(OnnxImporterTest, ClipWithOnlyAZeroMinIsRelu) {
+// ONNX's absent max is FLT_MAX (Clip(min=0)(+inf) = FLT_MAX in onnxruntime), so only an explicit
+// +inf max makes Clip(min=0) a Relu.
+TEST(OnnxImporterTest, ClipWithAZeroMinIsReluOnlyWithAnInfiniteMax) {
   OnnxModel m;
   m.input("x", kFloat, {"4"});
   m.init_f32("zero", {}, {0.0f});
+  m.init_f32("inf", {}, {std::numeric_limits<float>::infinity()});
   m.node("Clip", {"x", "zero"}, {"y"});
+  m.node("Clip", {"x", "zero", "inf"}, {"z"});
   m.output("y");
+  m.output("z");
   OnnxImport imp = import_model(m);
   EXPECT_EQ(count_ops(imp.graph, OpCode::Relu), 1);
+  const Node* clip = find_op(imp.graph, OpCode::Clip);
+  ASSERT_NE(clip, nullptr);
+  EXPECT_EQ(clip->attrs.clip_min, 0.0f);
+  EXPECT_EQ(clip->attrs.clip_max, std::numeric_limits<float>::max());
+}
+
+TEST(OnnxImporterTest, ClipWithoutBoundsUsesTheTypeLimits) {
+  OnnxModel m;
+  m.input("x", kFloat, {"4"});
+  m.node("Clip", {"x"}, {"y"});
+  m.output("y");
+  OnnxImport imp = import_model(m);
+  const Node* clip = find_op(imp.graph, OpCode::Clip);
+  ASSERT_NE(clip, nullptr);
+  EXPECT_EQ(clip->attrs.clip_min, std::numeric_limits<float>::lowest());
+  EXPECT_EQ(clip->attrs.clip_max, std::numeric_limits<float>::max());
 }
 
 // ---- BatchNorm folding --------------------------------------------------------------------------

@@ -362,8 +362,11 @@ void Importer::op_gelu(NodeContext& ctx) {
 
 void Importer::op_clip(NodeContext& ctx) {
   if (dtype_of(ctx, 0) != ScalarType::F32) ctx.fail(std::string("input dtype ") + to_string(dtype_of(ctx, 0)) + " is not supported (f32 only)");
+  // ONNX: an absent bound is the type's lowest / max (not ±inf), so Clip(min=0)(+inf) is FLT_MAX,
+  // which Relu would not give; only an explicit +inf max makes Clip(min=0) a Relu.
   const double inf = std::numeric_limits<double>::infinity();
-  const double lo = scalar_of(ctx, 1, -inf, "min"), hi = scalar_of(ctx, 2, inf, "max");
+  const double flt_max = std::numeric_limits<float>::max();
+  const double lo = scalar_of(ctx, 1, -flt_max, "min"), hi = scalar_of(ctx, 2, flt_max, "max");
   const int x = value_of(ctx, 0);
   if (lo == 0.0 && hi == inf) {
     define_value(ctx, 0, emit1(ctx, OpCode::Relu, {x}, OpAttrs{}, ctx.output(0)));
