@@ -397,7 +397,14 @@ void Importer::op_constant_of_shape(NodeContext& ctx) {
   HostTensor fill = HostTensor::from_f32({}, {0.0f});
   if (const onnx::TensorProto* v = ctx.attr_tensor("value")) fill = read_tensor_proto(*v, read_options_, ctx.where() + ": attribute 'value'");
   if (fill.numel() != 1) ctx.fail("attribute 'value' must hold one element");
-  const uint64_t n = product(dims);
+  uint64_t n = 1, bytes = 0;
+  for (int64_t d : dims) {
+    if (__builtin_mul_overflow(n, uint64_t(d), &n)) n = UINT64_MAX;
+  }
+  if (__builtin_mul_overflow(n, uint64_t(fill.bytes.size()), &bytes) || bytes > kMaxEvaluatedBytes) {
+    ctx.fail("output of shape " + fmt(shape->elems) + " would take more than " + std::to_string(kMaxEvaluatedBytes) +
+             " bytes (the limit for a tensor computed at export)");
+  }
   ++stats_.evaluated_at_export;
   if (is_integer_dtype(fill.dtype) && n <= kMaxKnownElements) {
     Known k;
