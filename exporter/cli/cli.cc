@@ -323,6 +323,7 @@ int run_cli(int argc, const char* const* argv, std::ostream& out, std::ostream& 
     } else if (!model.empty()) {
       OnnxImportOptions import_options;
       import_options.input_shapes = parse_input_shapes(input_shapes);
+      import_options.allow_non_finite_weights = allow_non_finite;
       stage = "importing '" + model + "'";
       OnnxImport imported = import_onnx_file(model, import_options);
       import_summary = format_import_summary(imported.stats);

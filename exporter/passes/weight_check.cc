@@ -48,8 +48,9 @@ uint64_t count_with_first(const uint8_t* data, uint64_t n, T mask, uint64_t* fir
 
 std::string float_text(double v) { return std::isnan(v) ? "nan" : v > 0 ? "inf" : "-inf"; }
 
-// How element i (known to be non-finite) reads.
-std::string value_text(ScalarType dtype, const uint8_t* data, uint64_t i) {
+}  // namespace
+
+std::string non_finite_text(ScalarType dtype, const uint8_t* data, uint64_t i) {
   switch (dtype) {
     case ScalarType::F32: {
       float v;
@@ -77,6 +78,8 @@ std::string value_text(ScalarType dtype, const uint8_t* data, uint64_t i) {
   return buf;
 }
 
+namespace {
+
 std::string dims_text(const std::vector<int64_t>& dims) {
   std::string s = "[";
   for (size_t i = 0; i < dims.size(); ++i) s += (i ? ", " : "") + std::to_string(dims[i]);
@@ -91,7 +94,7 @@ void scan(WeightCheck& check, const std::string& name, const std::string& what, 
   uint64_t first = 0;
   const uint64_t bad = count_non_finite(dtype, data, count, &first);
   if (bad == 0) return;
-  check.tensors.push_back({name, what, bad, count, first, value_text(dtype, data, first)});
+  check.tensors.push_back({name, what, bad, count, first, non_finite_text(dtype, data, first)});
 }
 
 }  // namespace

@@ -41,4 +41,7 @@ WeightCheck check_weights(const Graph& graph, std::set<const void*>* seen = null
 // integers, have none). Sets *first to the first one's index when there is one.
 uint64_t count_non_finite(ScalarType dtype, const uint8_t* data, uint64_t count, uint64_t* first);
 
+// How non-finite element i reads: "nan", "inf", "-inf", or "NaN code 0x7f" (FP8, e8m0, ue4m3).
+std::string non_finite_text(ScalarType dtype, const uint8_t* data, uint64_t i);
+
 }  // namespace ember::exporter

@@ -166,8 +166,8 @@ TEST(WeightCheckTest, OnnxInitializerWithNaNRefusedUnlessAllowed) {
   CliRun r = RunCli({model, "-o", out});
   EXPECT_EQ(r.code, 1);
   EXPECT_EQ(r.err,
-            "exporter: error: non-finite weights in the model: 'bias' f32[4]: 1 of 4 non-finite, first at index 2 "
-            "(nan) (pass --allow-non-finite-weights to export them anyway)\n");
+            "exporter: error: onnx: non-finite weights in initializers: 'bias' f32[4]: 1 of 4 non-finite, first at "
+            "index 2 (nan) (pass --allow-non-finite-weights to export them anyway)\n");
   EXPECT_FALSE(std::filesystem::exists(out));
   r = RunCli({model, "-o", out, "--allow-non-finite-weights"});
   EXPECT_EQ(r.code, 0) << r.err;
@@ -178,6 +178,18 @@ TEST(WeightCheckTest, OnnxInitializerWithNaNRefusedUnlessAllowed) {
   EXPECT_TRUE(std::filesystem::exists(out));
   std::filesystem::remove(model);
   std::filesystem::remove(out);
+  // A MatMul weight becomes the transposed constant 'w.T' at import; the error names the
+  // initializer and the index as stored ([8, 4]: row 1, column 2).
+  testing::OnnxModel mm;
+  mm.input("x", testing::kFloat, {"2", "8"});
+  std::vector<float> w(32, 0.25f);
+  w[6] = -kInf;
+  mm.init_f32("w", {8, 4}, w);
+  mm.node("MatMul", {"x", "w"}, {"y"}, "mm");
+  mm.output("y");
+  EXPECT_EQ(testing::import_error(mm),
+            "onnx: non-finite weights in initializers: 'w' f32[8, 4]: 1 of 32 non-finite, first at index 6 (-inf) "
+            "(pass --allow-non-finite-weights to export them anyway)");
 }
 
 // ONNX shapes that would make the importer materialize terabytes fail naming the node instead of

@@ -36,6 +36,9 @@ struct OnnxImportOptions {
   // Overrides / completes graph input shapes. Every symbolic (dim_param) or unknown input dim needs
   // one: the planner sizes memory for each symbol's max.
   std::vector<InputShapeSpec> input_shapes;
+  // An initializer holding NaN or ±Inf fails the import naming it (passes/weight_check.h), unless
+  // this is set (exporter --allow-non-finite-weights; the pipeline then warns about the constants).
+  bool allow_non_finite_weights = false;
 };
 
 struct OnnxImportStats {
