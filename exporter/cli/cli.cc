@@ -240,7 +240,7 @@ int run_cli(int argc, const char* const* argv, std::ostream& out, std::ostream& 
     quantize_samples = parse_int_flag<int>("--quantize-samples", quantize_samples_text, 0, 1024);
     llm_options.max_seqs = parse_int_flag<int64_t>("--max-seqs", max_seqs_text, 1, hf::kMaxStepSeqs);
     llm_options.max_tokens = parse_int_flag<int64_t>("--max-tokens", max_tokens_text, 1, hf::kMaxStepTokens);
-    if (!max_context_text.empty()) {
+    if (app.count("--max-context") > 0) {
       llm_options.max_context = parse_int_flag<int64_t>("--max-context", max_context_text, 1, hf::kMaxStepContext);
     }
     llm_options.block_size = parse_int_flag<int64_t>("--block-size", block_size_text, 1, hf::kMaxBlockSize);

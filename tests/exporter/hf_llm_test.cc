@@ -444,7 +444,7 @@ TEST(StepGraphTest, OptionsOutsideTheirBoundsFailNamingTheFlag) {
       {with([](StepOptions& o) { o.max_context = -1; }), "hf_llm: --max-context -1: below the minimum 1"},
       {with([](StepOptions& o) { o.max_seqs = 16; }), "hf_llm: --max-tokens 8 is below --max-seqs 16"},
       {with([](StepOptions& o) { o.kv_scale = std::nanf(""); }), "hf_llm: --kv-scale nan: must be finite and > 0"},
-      {with([](StepOptions& o) { o.kv_scale = 0; }), "hf_llm: --kv-scale 0.000000: must be finite and > 0"},
+      {with([](StepOptions& o) { o.kv_scale = 0; }), "hf_llm: --kv-scale 0: must be finite and > 0"},
       // Both within their bounds, but 65536 x 2^20 KV slots do not fit the i32 slot_mapping.
       {with([](StepOptions& o) {
          o.max_seqs = kMaxStepSeqs;
@@ -489,6 +489,7 @@ TEST(StepGraphTest, CliNumericFlagsAreStrict) {
       {{"--max-seqs", "+4"}, "exporter: error: --max-seqs '+4': not an integer"},
       {{"--max-tokens", "1e3"}, "exporter: error: --max-tokens '1e3': not an integer"},
       {{"--max-context", "0"}, "exporter: error: --max-context 0: below the minimum 1"},
+      {{"--max-context", ""}, "exporter: error: --max-context '': not an integer"},
       {{"--block-size", ""}, "exporter: error: --block-size '': not an integer"},
       {{"--kv-scale", "nan"}, "exporter: error: --kv-scale nan: must be a finite number > 0"},
       {{"--kv-scale", "1e999"}, "exporter: error: --kv-scale 1e999: must be a finite number > 0"},

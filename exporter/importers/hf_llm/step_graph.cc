@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <memory>
 #include <sstream>
@@ -62,7 +63,9 @@ void check_options(const StepOptions& o) {
                       " (every sequence of a step needs a token)");
   }
   if (!(o.kv_scale > 0.0f) || !std::isfinite(o.kv_scale)) {
-    throw ExportError("hf_llm: --kv-scale " + std::to_string(o.kv_scale) + ": must be finite and > 0");
+    char buf[32];
+    std::snprintf(buf, sizeof(buf), "%g", double(o.kv_scale));
+    throw ExportError("hf_llm: --kv-scale " + std::string(buf) + ": must be finite and > 0");
   }
 }
 
