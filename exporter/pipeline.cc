@@ -3,21 +3,49 @@
 #include <chrono>
 #include <cstdio>
 #include <map>
+#include <set>
 
 namespace ember::exporter {
 
 ExportResult export_graph(Graph graph, const ExportOptions& options) {
   const auto start = std::chrono::steady_clock::now();
   ExportResult r;
+  auto stage = [&](const char* name) {
+    if (options.stage != nullptr) *options.stage = name;
+  };
   graph.check_structure();
+  // Weights as imported (a pass could hide a NaN: folding it through relu, say), then the constants
+  // the passes made; bytes already scanned are not scanned again.
+  stage("checking weights");
+  std::set<const void*> scanned;
+  auto check_finite = [&](const char* when) {
+    WeightCheck found = check_weights(graph, &scanned);
+    r.weights.tensors_checked += found.tensors_checked;
+    r.weights.bytes_checked += found.bytes_checked;
+    if (found.tensors.empty()) return;
+    if (!options.allow_non_finite_weights) {
+      throw ExportError("non-finite weights " + std::string(when) + ": " + found.format() +
+                        " (pass --allow-non-finite-weights to export them anyway)");
+    }
+    r.weights.tensors.insert(r.weights.tensors.end(), found.tensors.begin(), found.tensors.end());
+  };
+  check_finite("in the model");
+  stage("folding constants");
   r.batch_norms_folded = fold_batch_norms(graph);
   if (options.fold_constants) r.fold = fold_constants(graph);
   r.dead_nodes_removed = remove_dead_code(graph);
   graph.check_structure();
   if (options.quantize) {
+    stage("quantizing");
     r.quantize = quantize_graph(graph, *options.quantize);
     graph.check_structure();
   }
+  stage("checking weights");
+  check_finite("after folding and quantization");
+  if (!r.weights.tensors.empty()) {
+    r.warnings.push_back("exporting non-finite weights (--allow-non-finite-weights): " + r.weights.format());
+  }
+  stage("partitioning");
   if (options.manifest != nullptr) {
     r.partition = partition_graph(graph, *options.manifest, options.backends);
   } else {
@@ -26,7 +54,9 @@ ExportResult export_graph(Graph graph, const ExportOptions& options) {
     }
     r.partition = portable_partition(graph);
   }
+  stage("planning memory");
   r.plan = plan_memory(graph, r.partition);
+  stage("serializing");
   SerializeOptions so;
   so.strip_debug = options.strip_debug;
   so.llm = options.llm;

@@ -14,6 +14,7 @@
 #include "exporter/passes/batch_norm_folding.h"
 #include "exporter/passes/constant_folding.h"
 #include "exporter/passes/quantize.h"
+#include "exporter/passes/weight_check.h"
 #include "exporter/plan/memory_planner.h"
 #include "exporter/serialize/serializer.h"
 
@@ -29,6 +30,14 @@ struct ExportOptions {
   std::optional<QuantizeOptions> quantize;  // after folding, before partitioning
   // LLM programs: the tokenizer and facts to embed (SerializeOptions::llm). Borrowed for the call.
   const LlmProgramInfo* llm = nullptr;
+  // NaN / ±Inf in a constant (passes/weight_check.h; checked on the imported constants, before
+  // any pass can hide them, and on the ones the passes make): false = ExportError naming the first
+  // offenders; true (exporter --allow-non-finite-weights) = exported, with a line in `warnings`.
+  bool allow_non_finite_weights = false;
+  // When set, export_graph writes the step it is in ("checking weights", "folding constants",
+  // "quantizing", "partitioning", "planning memory", "serializing") for the CLI's out-of-memory
+  // message. Borrowed for the call.
+  std::string* stage = nullptr;
 };
 
 struct ExportResult {
@@ -40,6 +49,8 @@ struct ExportResult {
   Partition partition;
   MemoryPlan plan;
   SerializedProgram program;
+  WeightCheck weights;                // non-finite constants found (only with allow_non_finite_weights)
+  std::vector<std::string> warnings;  // one line each, without a prefix
   double seconds = 0;
 };
 

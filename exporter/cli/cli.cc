@@ -1,6 +1,8 @@
 #include "exporter/cli/cli.h"
 
+#include <charconv>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <optional>
@@ -34,6 +36,40 @@ std::vector<std::string> split_list(const std::string& s) {
     if (!item.empty()) out.push_back(item);
   }
   return out;
+}
+
+// Numeric flags are taken as text and parsed here, strictly: the whole text is one decimal number
+// (no sign where negatives are not allowed, no trailing characters), within [lo, hi]; anything else
+// is an error naming the flag and the text. (CLI11 clamps an out-of-range integer to the type's
+// limit and prints its range check with the double's full bounds.)
+template <typename Int>
+Int parse_int_flag(const std::string& flag, const std::string& text, Int lo, Int hi) {
+  Int v = 0;
+  const char* end = text.data() + text.size();
+  const auto [ptr, ec] = std::from_chars(text.data(), end, v);
+  if (ec == std::errc::result_out_of_range || (ec == std::errc() && ptr == end && (v < lo || v > hi))) {
+    const bool low = ec == std::errc() ? v < lo : text[0] == '-';
+    throw CLI::ValidationError(flag + " " + text + ": " + (low ? "below the minimum " + std::to_string(lo)
+                                                               : "above the limit " + std::to_string(hi)));
+  }
+  if (ec != std::errc() || ptr != end) {
+    throw CLI::ValidationError(flag + " '" + text + "': not an integer (expected " + std::to_string(lo) + " to " +
+                               std::to_string(hi) + ")");
+  }
+  return v;
+}
+
+// A finite number > 0.
+float parse_positive_float_flag(const std::string& flag, const std::string& text) {
+  double v = 0;
+  const char* end = text.data() + text.size();
+  const auto [ptr, ec] = std::from_chars(text.data(), end, v);
+  if (ec == std::errc::result_out_of_range || (ec == std::errc() && ptr == end && !std::isfinite(v))) v = NAN;
+  else if (ec != std::errc() || ptr != end) throw CLI::ValidationError(flag + " '" + text + "': not a number");
+  if (!(v > 0) || !std::isfinite(static_cast<float>(v))) {
+    throw CLI::ValidationError(flag + " " + text + ": must be a finite number > 0");
+  }
+  return static_cast<float>(v);
 }
 
 // quant.json + <i>.codes.bin / <i>.scale.bin per quantized constant (tests compare them with numpy).
@@ -118,28 +154,42 @@ int run_cli(int argc, const char* const* argv, std::ostream& out, std::ostream& 
                "bundled example into a .pte program", "exporter"};
   std::string model, example, output, backends = kPortableBackend, manifest_path;
   std::vector<std::string> input_shapes;
-  uint64_t seed = 1;
-  bool strip_debug = false, no_fold = false;
+  bool strip_debug = false, no_fold = false, allow_non_finite = false;
   std::string quantize, quantize_dump;
   std::vector<std::string> quantize_include, quantize_exclude;
-  int64_t quantize_min_size = 128;
-  int quantize_samples = 1;
   hf::StepOptions llm_options;
   std::string kv_dtype;
+  // Numeric flags as text (parse_int_flag), with their defaults.
+  std::string seed_text = "1", quantize_min_size_text = "128", quantize_samples_text = "1";
+  std::string max_seqs_text = std::to_string(llm_options.max_seqs), max_tokens_text = std::to_string(llm_options.max_tokens);
+  std::string max_context_text, block_size_text = std::to_string(llm_options.block_size), kv_scale_text = "1";
+  uint64_t seed = 1;
+  int64_t quantize_min_size = 128;
+  int quantize_samples = 1;
   app.add_option("model", model,
                  "the .onnx file to export (external data files are read from its folder), or a Hugging Face "
                  "checkpoint folder (config.json, *.safetensors, tokenizer.json): an LLM `step` program");
-  app.add_option("--max-seqs", llm_options.max_seqs, "LLM: sequences per step (S)")->capture_default_str()->check(CLI::PositiveNumber);
-  app.add_option("--max-tokens", llm_options.max_tokens, "LLM: tokens per step (T, prefill chunk + decodes)")
+  app.add_option("--max-seqs", max_seqs_text, "LLM: sequences per step (S), 1.." + std::to_string(hf::kMaxStepSeqs))
       ->capture_default_str()
-      ->check(CLI::PositiveNumber);
-  app.add_option("--max-context", llm_options.max_context,
-                 "LLM: tokens per sequence (default min(max_position_embeddings, 4096))")
-      ->check(CLI::PositiveNumber);
-  app.add_option("--block-size", llm_options.block_size, "LLM: tokens per KV cache block")->capture_default_str()->check(CLI::PositiveNumber);
+      ->type_name("INT");
+  app.add_option("--max-tokens", max_tokens_text,
+                 "LLM: tokens per step (T, prefill chunk + decodes), max-seqs.." + std::to_string(hf::kMaxStepTokens))
+      ->capture_default_str()
+      ->type_name("INT");
+  app.add_option("--max-context", max_context_text,
+                 "LLM: tokens per sequence, 1.." + std::to_string(hf::kMaxStepContext) +
+                     " (default min(max_position_embeddings, 4096)); max-seqs x max-context must fit int32")
+      ->type_name("INT");
+  app.add_option("--block-size", block_size_text, "LLM: tokens per KV cache block, 1.." + std::to_string(hf::kMaxBlockSize))
+      ->capture_default_str()
+      ->type_name("INT");
   app.add_option("--kv-dtype", kv_dtype, "LLM: KV cache dtype f32, f16, bf16 or fp8 (default: the checkpoint's)");
-  app.add_option("--kv-scale", llm_options.kv_scale, "LLM: FP8 KV cache scale (stored = e4m3(x / scale))")
-      ->capture_default_str();
+  app.add_option("--kv-scale", kv_scale_text, "LLM: FP8 KV cache scale (stored = e4m3(x / scale)), finite and > 0")
+      ->capture_default_str()
+      ->type_name("FLOAT");
+  app.add_flag("--allow-non-finite-weights", allow_non_finite,
+               "export weights that hold NaN or Inf (refused by default: the error names the tensors; with this "
+               "flag a warning does)");
   app.add_flag("--emit-logits", llm_options.emit_logits,
                "LLM: also output logits [S, vocab] f32 from `step` (for comparing with reference logits; "
                "generation needs only the sampled ids, and the logits are the largest output of a step)");
@@ -162,7 +212,8 @@ int run_cli(int argc, const char* const* argv, std::ostream& out, std::ostream& 
       ->capture_default_str();
   app.add_option("--manifest", manifest_path,
                  std::string("capability manifest (default ") + EMBER_DEFAULT_MANIFEST + ")");
-  app.add_option("--seed", seed, "seed of the example's weights")->capture_default_str();
+  app.add_option("--seed", seed_text, "seed of the example's weights (0..2^64-1)")->capture_default_str()
+      ->type_name("INT");
   app.add_flag("--strip-debug", strip_debug, "omit the debug segment (node names, source ops)");
   app.add_flag("--no-fold", no_fold, "skip constant folding");
   app.add_option("--quantize", quantize,
@@ -175,13 +226,13 @@ int run_cli(int argc, const char* const* argv, std::ostream& out, std::ostream& 
   app.add_option("--quantize-exclude", quantize_exclude, "keep linears whose node name matches this glob in f32; repeatable")
       ->expected(1)
       ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
-  app.add_option("--quantize-min-size", quantize_min_size, "skip linears with min(N, K) below this")
+  app.add_option("--quantize-min-size", quantize_min_size_text, "skip linears with min(N, K) below this (>= 0)")
       ->capture_default_str()
-      ->check(CLI::NonNegativeNumber);
-  app.add_option("--quantize-samples", quantize_samples,
-                 "random sample inputs for the per-layer output SQNR (0 = weight SQNR only)")
+      ->type_name("INT");
+  app.add_option("--quantize-samples", quantize_samples_text,
+                 "random sample inputs for the per-layer output SQNR, 0..1024 (0 = weight SQNR only)")
       ->capture_default_str()
-      ->check(CLI::NonNegativeNumber);
+      ->type_name("INT");
   app.add_option("--quantize-dump", quantize_dump,
                  "write each quantized weight's codes and scales (raw little-endian) and quant.json to this folder");
   app.set_version_flag("--version", std::string(kProducer));
@@ -201,6 +252,16 @@ int run_cli(int argc, const char* const* argv, std::ostream& out, std::ostream& 
     llm_options.emit_logprobs = !no_logprobs;
     llm_options.trust_model_folder = trust_model_folder;
     if (!example.empty() && trust_model_folder) throw CLI::ValidationError("--trust-model-folder applies to a model file or folder only");
+    seed = parse_int_flag<uint64_t>("--seed", seed_text, 0, UINT64_MAX);
+    quantize_min_size = parse_int_flag<int64_t>("--quantize-min-size", quantize_min_size_text, 0, INT64_MAX);
+    quantize_samples = parse_int_flag<int>("--quantize-samples", quantize_samples_text, 0, 1024);
+    llm_options.max_seqs = parse_int_flag<int64_t>("--max-seqs", max_seqs_text, 1, hf::kMaxStepSeqs);
+    llm_options.max_tokens = parse_int_flag<int64_t>("--max-tokens", max_tokens_text, 1, hf::kMaxStepTokens);
+    if (app.count("--max-context") > 0) {
+      llm_options.max_context = parse_int_flag<int64_t>("--max-context", max_context_text, 1, hf::kMaxStepContext);
+    }
+    llm_options.block_size = parse_int_flag<int64_t>("--block-size", block_size_text, 1, hf::kMaxBlockSize);
+    llm_options.kv_scale = parse_positive_float_flag("--kv-scale", kv_scale_text);
     if (quantize.empty() && (!quantize_include.empty() || !quantize_exclude.empty() || !quantize_dump.empty())) {
       throw CLI::ValidationError("--quantize-include/--quantize-exclude/--quantize-dump need --quantize");
     }
@@ -213,7 +274,12 @@ int run_cli(int argc, const char* const* argv, std::ostream& out, std::ostream& 
   } catch (const CLI::ParseError& e) {
     err << "exporter: error: " << e.what() << " (see --help)\n";
     return 1;
+  } catch (const std::bad_alloc&) {
+    err << "exporter: out of memory while parsing the command line\n";
+    return 1;
   }
+  // What the exporter is doing, for the out-of-memory line (a bad_alloc says nothing by itself).
+  std::string stage = "starting";
   try {
     // Every file the export reads is noted, so that -o can never replace one of them.
     tools::ReadLog inputs;
@@ -224,6 +290,7 @@ int run_cli(int argc, const char* const* argv, std::ostream& out, std::ostream& 
     if (options.backends.empty()) throw ExportError("--backends is empty");
     options.strip_debug = strip_debug;
     options.fold_constants = !no_fold;
+    options.allow_non_finite_weights = allow_non_finite;
     if (!quantize.empty()) {
       QuantizeOptions q;
       q.preset = parse_quant_preset(quantize);
@@ -233,6 +300,7 @@ int run_cli(int argc, const char* const* argv, std::ostream& out, std::ostream& 
       q.random_samples = quantize_samples;
       options.quantize = q;
     }
+    stage = "reading the capability manifest";
     std::optional<CapabilityManifest> manifest;
     std::string warning;
     if (!manifest_path.empty()) {
@@ -263,7 +331,9 @@ int run_cli(int argc, const char* const* argv, std::ostream& out, std::ostream& 
       }
       if (isatty(fileno(stderr))) llm_options.progress = &err;  // a bar only for a person watching
       if (options.quantize) options.quantize->random_samples = 0;  // token-id inputs: weight SQNR only
+      stage = "importing the checkpoint '" + model + "'";
       hf::StepImport imported = hf::import_step(model, llm_options);
+      stage = "reading the tokenizer of '" + model + "'";
       llm_info = llm_program_info(imported, model, llm_options, &import_summary);
       options.llm = &llm_info;
       options.method_name = "step";
@@ -274,11 +344,14 @@ int run_cli(int argc, const char* const* argv, std::ostream& out, std::ostream& 
       OnnxImportOptions import_options;
       import_options.input_shapes = parse_input_shapes(input_shapes);
       import_options.trust_model_folder = trust_model_folder;
+      import_options.allow_non_finite_weights = allow_non_finite;
+      stage = "importing '" + model + "'";
       OnnxImport imported = import_onnx_file(model, import_options);
       import_summary = format_import_summary(imported.stats);
       graph = std::move(imported.graph);
       source = "'" + model + "'";
     } else {
+      stage = "building the example '" + example + "'";
       graph = build_example(example, seed);
       source = "example '" + example + "' (seed " + std::to_string(seed) + ")";
     }
@@ -286,12 +359,24 @@ int run_cli(int argc, const char* const* argv, std::ostream& out, std::ostream& 
     for (const Symbol& sym : graph.symbols) {
       if (!sym.derived) symbols += (symbols.empty() ? "" : ", ") + sym.name + " " + std::to_string(sym.min) + ".." + std::to_string(sym.max);
     }
-    ExportResult result = export_graph(std::move(graph), options);
+    std::string pipeline_stage;
+    options.stage = &pipeline_stage;
+    stage = "exporting";
+    ExportResult result = [&] {
+      try {
+        return export_graph(std::move(graph), options);
+      } catch (const std::bad_alloc&) {
+        stage = "exporting (" + pipeline_stage + ")";
+        throw;
+      }
+    }();
+    stage = "writing the output";
     if (!quantize_dump.empty()) dump_quantized(result.graph, quantize_dump);
     // Atomic: a temporary file beside the output, renamed over it only once fully written.
     tools::write_file_atomically(output, result.program.bytes.data(), result.program.bytes.size(), "-o",
                                  model.empty() ? std::vector<std::string>{} : std::vector<std::string>{model});
     err << warning;
+    for (const std::string& w : result.warnings) err << "exporter: warning: " << w << "\n";
     out << "exporter: " << source << " -> " << output << "\n";
     out << import_summary;
     out << "manifest: " << (manifest ? manifest->source() : std::string("none")) << "; backends: " << backends << "\n";
@@ -303,6 +388,9 @@ int run_cli(int argc, const char* const* argv, std::ostream& out, std::ostream& 
     std::snprintf(buf, sizeof(buf), "total: %.1f ms\n", total * 1e3);
     out << buf;
     return 0;
+  } catch (const std::bad_alloc& e) {
+    err << "exporter: out of memory while " << stage << ": " << e.what() << "\n";
+    return 1;
   } catch (const std::exception& e) {
     err << "exporter: error: " << e.what() << "\n";
     return 1;

@@ -91,6 +91,12 @@ std::vector<HostTensor> evaluate_node(const Node& node, const std::vector<const 
   }
   std::vector<HostTensor> results(info->outputs);
   for (size_t o = 0; o < outs.size(); ++o) {
+    if (outs[o].nbytes() > kMaxEvaluatedBytes) {  // before allocating: a bad_alloc would name nothing
+      throw ExportError("evaluate " + std::string(info->name) + " '" + node.name + "' (" + sig + "): output " +
+                        std::to_string(o) + " would take " + std::to_string(outs[o].nbytes()) +
+                        " bytes, above the limit of " + std::to_string(kMaxEvaluatedBytes) +
+                        " for a tensor computed at export");
+    }
     results[o].dtype = outs[o].dtype;
     results[o].dims.assign(outs[o].dims, outs[o].dims + outs[o].rank);
     // One spare element so a zero-size output still gets a non-null pointer.

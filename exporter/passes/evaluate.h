@@ -31,6 +31,10 @@ struct HostTensor {
   std::vector<float> to_f32() const;
 };
 
+// The largest tensor the evaluator (and the importers' export-time evaluation) materializes: 64 GiB.
+// A larger output fails naming the node instead of reaching the allocator.
+constexpr uint64_t kMaxEvaluatedBytes = uint64_t{1} << 36;
+
 // Runs one node on `inputs` (nullptr = absent optional input). `symbols[i]` = value of symbol i + 1.
 std::vector<HostTensor> evaluate_node(const Node& node, const std::vector<const HostTensor*>& inputs,
                                       const std::vector<int64_t>& symbols);

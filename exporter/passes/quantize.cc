@@ -196,8 +196,13 @@ QuantizeReport quantize_graph(Graph& graph, const QuantizeOptions& options) {
       std::memcpy(&h, w.data->data() + 2 * i, 2);
       wf[i] = w.dtype == ScalarType::BF16 ? bf16_to_f32(h) : f16_to_f32(h);
     }
-    for (float x : wf) {
-      if (!std::isfinite(x)) throw ExportError("quantize: weight '" + w.name + "' of node '" + node.name + "' is not finite");
+    // Only reachable with ExportOptions::allow_non_finite_weights (the pipeline refuses them
+    // otherwise): the scales of such a weight would be NaN, so it stays as it is.
+    const size_t bad = static_cast<size_t>(std::count_if(wf.begin(), wf.end(), [](float x) { return !std::isfinite(x); }));
+    if (bad != 0) {
+      row.skipped = std::to_string(bad) + " non-finite weight(s)";
+      report.layers.push_back(row);
+      continue;
     }
     auto it = replaced.find(wid);
     if (it == replaced.end()) {

@@ -15,7 +15,9 @@
 // saved), when K does not fit the format's block (mxfp8: K % 32, nvfp4: K % 16), or when its node
 // name matches an exclude pattern; an include pattern, when any is given, limits quantization to the
 // layers it matches and overrides the size rule for them. Patterns are shell globs (`*`, `?`) over
-// node names. Embeddings (gather) and norms are never linears, so they stay f32.
+// node names. Embeddings (gather) and norms are never linears, so they stay f32. A weight with a NaN
+// or ±Inf is kept as it is (its scales would be NaN; the pipeline lets one through only with
+// ExportOptions::allow_non_finite_weights).
 //
 // Report: per candidate layer, the weight SQNR (10·log10(Σw² / Σ(w − ŵ)²), dB; inf when exact) and,
 // when sample inputs are evaluated, the output SQNR of that layer's output in the quantized model

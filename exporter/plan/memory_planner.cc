@@ -16,6 +16,40 @@ std::string MemoryPlan::summary() const {
   return buf;
 }
 
+namespace {
+
+// The largest tensor and arena a plan takes: 1 TiB, above any device, and low enough that sums of
+// slots (each at most this) cannot overflow 64 bits before they are checked.
+constexpr uint64_t kMaxPlannedBytes = uint64_t{1} << 40;
+
+// A value's bytes at its symbols' maxima, with the element count and byte size checked: dims come
+// from user flags (--input-shape, --max-tokens) and model files.
+uint64_t planned_nbytes(const Graph& graph, int id) {
+  const Value& v = graph.values[static_cast<size_t>(id)];
+  uint64_t n = 1;
+  bool overflow = false;
+  for (const Dim& d : v.dims) overflow = overflow || d.max < 0 || __builtin_mul_overflow(n, uint64_t(d.max), &n);
+  if (!overflow) overflow = __builtin_mul_overflow(n, uint64_t(bits_of(v.dtype) == 4 ? 1 : bits_of(v.dtype) / 8), &n);
+  if (bits_of(v.dtype) == 4) n /= 2;
+  if (overflow || n > kMaxPlannedBytes) {
+    throw ExportError("plan_memory: value '" + v.name + "' " + to_string(v.dtype) + format_dims(graph, v.dims) +
+                      " needs " + (overflow ? std::string("more than 2^64") : std::to_string(n)) +
+                      " bytes at its symbols' maxima, above the 1 TiB limit (lower the maxima: --input-shape, "
+                      "--max-tokens, --max-seqs, --max-context)");
+  }
+  return n;
+}
+
+void check_arena(const char* arena, uint64_t bytes) {
+  if (bytes > kMaxPlannedBytes) {
+    throw ExportError(std::string("plan_memory: the ") + arena + " arena needs " + std::to_string(bytes) +
+                      " bytes at the symbols' maxima, above the 1 TiB limit (lower the maxima: --input-shape, "
+                      "--max-tokens, --max-seqs, --max-context)");
+  }
+}
+
+}  // namespace
+
 MemoryPlan plan_memory(const Graph& graph, const Partition& partition) {
   MemoryPlan plan;
   plan.values.resize(graph.values.size());
@@ -57,9 +91,10 @@ MemoryPlan plan_memory(const Graph& graph, const Partition& partition) {
   auto place_io = [&](int v) {
     Placement& p = plan.values[static_cast<size_t>(v)];
     p.arena = kIoArena;
-    p.nbytes = nbytes_max(graph.values[static_cast<size_t>(v)]);
+    p.nbytes = planned_nbytes(graph, v);
     p.offset = io;
     io += slot_bytes(p.nbytes);
+    check_arena("io", io);
   };
   for (const NamedValue& in : graph.inputs) place_io(in.value);
   for (const NamedValue& out : graph.outputs) place_io(out.value);
@@ -70,7 +105,7 @@ MemoryPlan plan_memory(const Graph& graph, const Partition& partition) {
   for (size_t v = 0; v < graph.values.size(); ++v) {
     if (!touched[v] || plan.values[v].arena == kIoArena || graph.values[v].is_constant()) continue;
     plan.values[v].arena = kActivationArena;
-    plan.values[v].nbytes = nbytes_max(graph.values[v]);
+    plan.values[v].nbytes = planned_nbytes(graph, static_cast<int>(v));
     order.push_back(static_cast<int>(v));
   }
   std::stable_sort(order.begin(), order.end(), [&](int a, int b) {
@@ -97,6 +132,7 @@ MemoryPlan plan_memory(const Graph& graph, const Partition& partition) {
     }
     p.offset = offset;
     peak = std::max(peak, offset + size);
+    check_arena("activation", peak);
     placed.push_back(v);
   }
   plan.activation_size = peak;

@@ -1,8 +1,11 @@
 // exporter/importers/hf_llm: the safetensors reader (the generated tiny checkpoints, single and
 // sharded, and hand-made hostile files), config.json parsing with RoPE inverse frequencies, and the
 // step graph's outputs with and without logits (StepOptions::emit_logits, the CLI's --emit-logits).
+// Hostile numbers: flags and config fields out of their bounds (overflowing ones included), an FP8
+// weight_block_size of 2^63 - 1, and NaN / Inf weights (refused unless --allow-non-finite-weights).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <filesystem>
@@ -11,6 +14,8 @@
 #include <sstream>
 #include <string>
 #include <vector>
+
+#include <nlohmann/json.hpp>
 
 #include "exporter/cli/cli.h"
 #include "exporter/importers/hf_llm/config.h"
@@ -368,6 +373,267 @@ TEST(StepGraphTest, CliEmitLogitsFlagAddsTheLogitsOutput) {
   const char* help_argv[] = {"exporter", "--help"};
   ASSERT_EQ(run_cli(2, help_argv, help, none), 0);
   EXPECT_NE(help.str().find("--emit-logits"), std::string::npos);
+}
+
+
+// run_cli in-process: the exit code, stdout and stderr.
+struct Cli {
+  int code = 0;
+  std::string out, err;
+};
+Cli RunCli(std::vector<std::string> args) {
+  args.insert(args.begin(), "exporter");
+  std::vector<const char*> argv;
+  for (const std::string& a : args) argv.push_back(a.c_str());
+  std::ostringstream out, err;
+  Cli r;
+  r.code = run_cli(static_cast<int>(argv.size()), argv.data(), out, err);
+  r.out = out.str();
+  r.err = err.str();
+  return r;
+}
+
+// A copy of a generated checkpoint folder to edit.
+fs::path CopyCheckpoint(const std::string& name, const std::string& as) {
+  const fs::path dir = TempDir(as);
+  fs::copy(Checkpoints() + "/" + name, dir, fs::copy_options::recursive | fs::copy_options::overwrite_existing);
+  return dir;
+}
+
+nlohmann::json ReadJson(const fs::path& path) {
+  std::ifstream in(path);
+  return nlohmann::json::parse(in);
+}
+
+// Overwrites element `index` of tensor `name` in a single-file checkpoint with `bits` (the raw
+// element, 2 or 4 bytes little-endian as the tensor's dtype has).
+void PoisonElement(const fs::path& file, const std::string& name, size_t index, uint32_t bits) {
+  std::fstream f(file, std::ios::in | std::ios::out | std::ios::binary);
+  uint64_t header = 0;
+  for (int i = 0; i < 8; ++i) header |= uint64_t(uint8_t(f.get())) << (8 * i);
+  std::string text(header, '\0');
+  f.read(text.data(), std::streamsize(header));
+  const nlohmann::json j = nlohmann::json::parse(text);
+  const size_t size = j.at(name).at("dtype") == "F32" ? 4 : 2;
+  const uint64_t begin = j.at(name).at("data_offsets")[0].get<uint64_t>();
+  f.seekp(std::streamoff(8 + header + begin + index * size));
+  for (size_t i = 0; i < size; ++i) f.put(char(bits >> (8 * i)));
+  ASSERT_TRUE(f.good());
+}
+
+// Every bound of StepOptions fails naming the flag and the value, before any size is derived from
+// it (2^63 - 1 used to wrap max_context's rounding and max_seqs x max_blocks).
+TEST(StepGraphTest, OptionsOutsideTheirBoundsFailNamingTheFlag) {
+  struct Case {
+    StepOptions options;
+    const char* expect;
+  };
+  auto with = [](auto set) {
+    StepOptions o;
+    o.max_seqs = 2;
+    o.max_tokens = 8;
+    o.max_context = 32;
+    o.block_size = 4;
+    set(o);
+    return o;
+  };
+  const Case cases[] = {
+      {with([](StepOptions& o) { o.max_context = INT64_MAX; }), "hf_llm: --max-context 9223372036854775807: above the limit 1048576"},
+      {with([](StepOptions& o) { o.block_size = INT64_MAX; }), "hf_llm: --block-size 9223372036854775807: above the limit 65536"},
+      {with([](StepOptions& o) { o.max_seqs = int64_t{1} << 62; }), "hf_llm: --max-seqs 4611686018427387904: above the limit 65536"},
+      {with([](StepOptions& o) { o.max_tokens = INT64_MAX; }), "hf_llm: --max-tokens 9223372036854775807: above the limit 1048576"},
+      {with([](StepOptions& o) { o.max_seqs = 0; }), "hf_llm: --max-seqs 0: below the minimum 1"},
+      {with([](StepOptions& o) { o.block_size = -16; }), "hf_llm: --block-size -16: below the minimum 1"},
+      {with([](StepOptions& o) { o.max_context = -1; }), "hf_llm: --max-context -1: below the minimum 1"},
+      {with([](StepOptions& o) { o.max_seqs = 16; }), "hf_llm: --max-tokens 8 is below --max-seqs 16"},
+      {with([](StepOptions& o) { o.kv_scale = std::nanf(""); }), "hf_llm: --kv-scale nan: must be finite and > 0"},
+      {with([](StepOptions& o) { o.kv_scale = 0; }), "hf_llm: --kv-scale 0: must be finite and > 0"},
+      // Both within their bounds, but 65536 x 2^20 KV slots do not fit the i32 slot_mapping.
+      {with([](StepOptions& o) {
+         o.max_seqs = kMaxStepSeqs;
+         o.max_tokens = kMaxStepSeqs;
+         o.max_context = kMaxStepContext;
+       }),
+       "hf_llm: --max-seqs 65536 x --max-context 1048576 = 68719476736 KV slots exceeds the int32 slot_mapping"},
+  };
+  for (const Case& c : cases) {
+    const std::string error = ErrorOf([&] { import_step(Checkpoints() + "/qwen2_f32", c.options); });
+    EXPECT_NE(error.find(c.expect), std::string::npos) << c.expect << " -> " << error;
+  }
+  // Within the bounds: the KV cache bytes at the largest num_blocks (8 x 16384 / 16 = 8192 blocks
+  // of 16 tokens x 2 kv heads x head_dim 32 x f32, for K and V of 2 layers).
+  StepOptions fits = with([](StepOptions& o) {
+    o.max_seqs = 8;
+    o.max_context = 16384;
+    o.block_size = 16;
+  });
+  const StepImport imported = import_step(Checkpoints() + "/qwen2_f32", fits);
+  EXPECT_EQ(imported.max_num_blocks, 8 * 16384 / 16);
+  EXPECT_EQ(imported.kv_cache_bytes, uint64_t(8192) * 16 * 2 * 32 * 4 * 2 * 2);
+}
+
+// The CLI parses numbers strictly: garbage, signs, overflow and out-of-bounds values are one error
+// line naming the flag and the text, exit code 1, no file written.
+TEST(StepGraphTest, CliNumericFlagsAreStrict) {
+  const fs::path dir = TempDir("strict_flags");
+  const std::string out = (dir / "out.pte").string();
+  struct Case {
+    std::vector<std::string> flags;
+    const char* expect;
+  };
+  const Case cases[] = {
+      {{"--max-context", "9223372036854775807"}, "exporter: error: --max-context 9223372036854775807: above the limit 1048576"},
+      {{"--block-size", "9223372036854775807"}, "exporter: error: --block-size 9223372036854775807: above the limit 65536"},
+      {{"--max-seqs", "4611686018427387904"}, "exporter: error: --max-seqs 4611686018427387904: above the limit 65536"},
+      {{"--max-seqs", "99999999999999999999"}, "exporter: error: --max-seqs 99999999999999999999: above the limit 65536"},
+      {{"--max-tokens", "-99999999999999999999"}, "exporter: error: --max-tokens -99999999999999999999: below the minimum 1"},
+      {{"--max-seqs", "12abc"}, "exporter: error: --max-seqs '12abc': not an integer (expected 1 to 65536)"},
+      {{"--max-seqs", "-1"}, "exporter: error: --max-seqs -1: below the minimum 1"},
+      {{"--max-seqs", "+4"}, "exporter: error: --max-seqs '+4': not an integer"},
+      {{"--max-tokens", "1e3"}, "exporter: error: --max-tokens '1e3': not an integer"},
+      {{"--max-context", "0"}, "exporter: error: --max-context 0: below the minimum 1"},
+      {{"--max-context", ""}, "exporter: error: --max-context '': not an integer"},
+      {{"--block-size", ""}, "exporter: error: --block-size '': not an integer"},
+      {{"--kv-scale", "nan"}, "exporter: error: --kv-scale nan: must be a finite number > 0"},
+      {{"--kv-scale", "1e999"}, "exporter: error: --kv-scale 1e999: must be a finite number > 0"},
+      {{"--kv-scale", "-2"}, "exporter: error: --kv-scale -2: must be a finite number > 0"},
+      {{"--kv-scale", "0.5x"}, "exporter: error: --kv-scale '0.5x': not a number"},
+      {{"--max-seqs", "65536", "--max-tokens", "65536", "--max-context", "1048576"},
+       "exporter: error: hf_llm: --max-seqs 65536 x --max-context 1048576 = 68719476736 KV slots exceeds the int32"},
+  };
+  for (const Case& c : cases) {
+    std::vector<std::string> args = {Checkpoints() + "/qwen2_f32", "-o", out, "--backends", "portable"};
+    args.insert(args.end(), c.flags.begin(), c.flags.end());
+    const Cli r = RunCli(args);
+    EXPECT_EQ(r.code, 1) << c.expect;
+    EXPECT_EQ(r.err.rfind(c.expect, 0), 0u) << c.expect << " -> " << r.err;
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+    EXPECT_FALSE(fs::exists(out)) << c.expect;
+  }
+}
+
+TEST(LlmConfigTest, RefusesOutOfRangeFields) {
+  const fs::path dir = TempDir("config_ranges");
+  const std::string base =
+      R"("model_type":"llama","vocab_size":100,"intermediate_size":128,"num_hidden_layers":2,)"
+      R"("max_position_embeddings":256)";
+  const std::string heads = R"(,"hidden_size":64,"num_attention_heads":4,"num_key_value_heads":2)";
+  struct Case {
+    std::string config, generation;
+    const char* expect;
+  };
+  const Case cases[] = {
+      {base + R"(,"hidden_size":1099511627776,"num_attention_heads":4)", "",
+       "config.json: hidden_size = 1099511627776 outside [1, 2147483647]"},
+      {base + heads + R"(,"vocab_size":18446744073709551615)", "", "vocab_size = 18446744073709551615 outside [1, 2147483647]"},
+      {base + heads + R"(,"vocab_size":-5)", "", "vocab_size = -5 outside [1, 2147483647]"},
+      {base + heads + R"(,"num_hidden_layers":0)", "", "num_hidden_layers = 0 outside [1, 4096]"},
+      {base + heads + R"(,"intermediate_size":"128")", "", "intermediate_size missing or not an integer"},
+      {base + R"(,"hidden_size":66,"num_attention_heads":4)", "",
+       "hidden_size = 66 is not a multiple of num_attention_heads = 4"},
+      // No head_dim field: hidden / heads would be a 2^20-wide head (and a 2 MiB RoPE table per ...).
+      {base + R"(,"hidden_size":1048576,"num_attention_heads":1)", "",
+       "head_dim = hidden_size / num_attention_heads = 1048576 outside [2, 4096]"},
+      {base + heads + R"(,"num_key_value_heads":0)", "", "num_key_value_heads = 0 outside [1, 4]"},
+      {base + heads + R"(,"rms_norm_eps":0)", "", "rms_norm_eps = 0 outside (0, 1]"},
+      {base + heads + R"(,"rms_norm_eps":-1e-6)", "", "rms_norm_eps = -1e-06 outside (0, 1]"},
+      {base + heads + R"(,"rms_norm_eps":1e-60)", "", "rms_norm_eps = 1e-60 outside (0, 1] (it is used as an f32)"},
+      {base + heads + R"(,"rope_theta":1e300)", "", "rope_theta = 1e+300 must be > 1 and finite as an f32"},
+      {base + heads + R"(,"rope_scaling":{"rope_type":"llama3","factor":1e300,"low_freq_factor":1,"high_freq_factor":4,)"
+                      R"("original_max_position_embeddings":64})",
+       "", "rope_scaling"},
+      {base + heads + R"(,"bos_token_id":100)", "", "bos token id 100 outside the vocabulary"},
+      {base + heads + R"(,"quantization_config":{"quant_method":"fp8","weight_block_size":[9223372036854775807,128]})", "",
+       "quantization_config.weight_block_size[0] = 9223372036854775807 outside [1, 65536]"},
+      {base + heads + R"(,"quantization_config":{"quant_method":"fp8","weight_block_size":[128,0]})", "",
+       "quantization_config.weight_block_size[1] = 0 outside [1, 65536]"},
+      {base + heads + R"(,"quantization_config":{"quant_method":"fp8","weight_block_size":[128,"128"]})", "",
+       "quantization_config.weight_block_size[1] = \"128\" is not an integer"},
+      {base + heads, R"({"temperature":-1})", "generation_config.json: temperature = -1 must be >= 0"},
+      {base + heads, R"({"top_p":0})", "generation_config.json: top_p = 0 outside (0, 1]"},
+      {base + heads, R"({"top_k":-3})", "generation_config.json: top_k = -3 outside [0, 2147483647]"},
+      {base + heads, R"({"top_k":4294967296})", "generation_config.json: top_k = 4294967296 outside [0, 2147483647]"},
+      {base + heads, R"({"repetition_penalty":0})", "generation_config.json: repetition_penalty = 0 must be > 0"},
+  };
+  for (const Case& c : cases) {
+    std::ofstream(dir / "config.json") << "{" << c.config << "}";
+    if (c.generation.empty()) {
+      fs::remove(dir / "generation_config.json");
+    } else {
+      std::ofstream(dir / "generation_config.json") << c.generation;
+    }
+    const std::string error = ErrorOf([&] { load_config(dir.string()); });
+    EXPECT_NE(error.find(c.expect), std::string::npos) << c.config << " " << c.generation << " -> " << error;
+  }
+  // The same fields at sane values load.
+  std::ofstream(dir / "config.json") << "{" << base << heads << R"(,"rms_norm_eps":1e-5,"bos_token_id":99})";
+  std::ofstream(dir / "generation_config.json") << R"({"temperature":0.7,"top_p":0.9,"top_k":40})";
+  const LlmConfig c = load_config(dir.string());
+  EXPECT_EQ(c.head_dim, 16);
+  EXPECT_EQ(c.top_k, 40);
+  EXPECT_EQ(c.bos_token_id, 99);
+}
+
+// An FP8 checkpoint whose weight_block_size is 2^63 - 1 (UBSan: signed overflow in the scale dims'
+// (n + bn - 1) / bn) fails naming the field, from the CLI too.
+TEST(StepGraphTest, Fp8WeightBlockSizeOverflowFailsNamingTheField) {
+  const fs::path dir = CopyCheckpoint("qwen3_fp8", "fp8_block");
+  nlohmann::json config = ReadJson(dir / "config.json");
+  for (int entry : {0, 1}) {
+    nlohmann::json edited = config;
+    edited["quantization_config"]["weight_block_size"][entry] = INT64_MAX;
+    std::ofstream(dir / "config.json") << edited.dump();
+    const Cli r = RunCli({dir.string(), "-o", (dir / "out.pte").string(), "--backends", "portable"});
+    EXPECT_EQ(r.code, 1);
+    const std::string expect = "config.json: quantization_config.weight_block_size[" + std::to_string(entry) +
+                               "] = 9223372036854775807 outside [1, 65536]";
+    EXPECT_NE(r.err.find(expect), std::string::npos) << r.err;
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+  }
+}
+
+// A NaN norm weight used to export, and the program then generated token 0 at every step. Now the
+// export fails naming the tensor, the count and the first index; --allow-non-finite-weights exports
+// it with a warning. f32 (norm, as stored) and bf16 (a linear kept in bf16) checkpoints.
+TEST(StepGraphTest, NonFiniteWeightsRefusedUnlessAllowed) {
+  struct Case {
+    const char* checkpoint;
+    const char* tensor;
+    size_t index;
+    uint32_t bits;
+    const char* expect;
+  };
+  const Case cases[] = {
+      {"qwen2_f32", "model.norm.weight", 5, 0x7fc00000u,
+       "'model.norm.weight' f32[128]: 1 of 128 non-finite, first at index 5 (nan)"},
+      {"qwen2_bf16", "model.layers.1.mlp.down_proj.weight", 300, 0xff80u,
+       "'model.layers.1.mlp.down_proj.weight' bf16[128, 256]: 1 of 32768 non-finite, first at index 300 (-inf)"},
+      {"qwen2_bf16", "model.layers.0.input_layernorm.weight", 0, 0x7f80u,
+       "'model.layers.0.input_layernorm.weight' f32[128]: 1 of 128 non-finite, first at index 0 (inf)"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.expect);
+    const fs::path dir = CopyCheckpoint(c.checkpoint, "nan_weights");
+    PoisonElement(dir / "model.safetensors", c.tensor, c.index, c.bits);
+    const fs::path out = dir / "out.pte";
+    const std::vector<std::string> args = {dir.string(), "-o", out.string(), "--backends", "portable",
+                                           "--max-seqs", "2", "--max-tokens", "8", "--max-context", "32"};
+    Cli r = RunCli(args);
+    EXPECT_EQ(r.code, 1);
+    EXPECT_EQ(r.err, std::string("exporter: error: non-finite weights in the model: ") + c.expect +
+                         " (pass --allow-non-finite-weights to export them anyway)\n");
+    EXPECT_FALSE(fs::exists(out));
+    std::vector<std::string> allowed = args;
+    allowed.push_back("--allow-non-finite-weights");
+    r = RunCli(allowed);
+    ASSERT_EQ(r.code, 0) << r.err;
+    // (A build without capabilities.json adds its own warning line.)
+    EXPECT_NE(r.err.find(std::string("exporter: warning: exporting non-finite weights (--allow-non-finite-weights): ") +
+                         c.expect + "\n"),
+              std::string::npos)
+        << r.err;
+    EXPECT_TRUE(fs::exists(out));
+  }
 }
 
 }  // namespace

@@ -1,6 +1,7 @@
 #include "exporter/importers/hf_llm/config.h"
 
 #include <cmath>
+#include <cstdint>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 #include <stdexcept>
@@ -33,7 +34,7 @@ int64_t get_int(const json& j, const std::string& file, const char* key, int64_t
   const json* v = find(j, key);
   if (v == nullptr) fail(file, std::string(key) + " is missing (expected an integer)");
   if (!v->is_number_integer()) fail_type(file, key, *v, "an integer");
-  if (v->is_number_unsigned() && v->get<uint64_t>() > uint64_t(INT64_MAX)) {
+  if (v->is_number_unsigned() && v->get<uint64_t>() > uint64_t(hi)) {
     fail(file, std::string(key) + " = " + json_excerpt(*v) + " outside [" + std::to_string(lo) + ", " + std::to_string(hi) + "]");
   }
   const int64_t value = v->get<int64_t>();
@@ -42,6 +43,17 @@ int64_t get_int(const json& j, const std::string& file, const char* key, int64_t
                    std::to_string(hi) + "]");
   }
   return value;
+}
+
+// Entry i of the JSON array `a`, an integer in [lo, hi]; `key` names it in errors.
+int64_t get_int(const json& a, const std::string& file, size_t i, const std::string& key, int64_t lo, int64_t hi) {
+  const json& v = a[i];
+  const bool in_range = v.is_number_unsigned() ? v.get<uint64_t>() <= uint64_t(hi) && uint64_t(lo) <= v.get<uint64_t>()
+                        : v.is_number_integer() ? v.get<int64_t>() >= lo && v.get<int64_t>() <= hi
+                                                : false;
+  if (!v.is_number_integer()) fail(file, key + " = " + json_excerpt(v) + " is not an integer");
+  if (!in_range) fail(file, key + " = " + json_excerpt(v) + " outside [" + std::to_string(lo) + ", " + std::to_string(hi) + "]");
+  return v.get<int64_t>();
 }
 
 double get_num(const json& j, const std::string& file, const char* key, double fallback) {
@@ -116,7 +128,9 @@ LlmConfig parse_llm_config(const std::string& config_json, const std::string& ge
   if (const json* a = find(j, "architectures"); a != nullptr && a->is_array() && !a->empty() && (*a)[0].is_string()) {
     c.architecture = (*a)[0].get<std::string>();
   }
-  constexpr int64_t kBig = int64_t(1) << 31;
+  // Sizes, ids and counts end up in the program as int32 (LlmInfo, i32 token ids); layers, heads
+  // and head_dim are far above any real model's at 4096, and bound what multiplies them.
+  constexpr int64_t kBig = INT32_MAX;
   c.vocab_size = get_int(j, file, "vocab_size", 1, kBig);
   c.hidden_size = get_int(j, file, "hidden_size", 1, kBig);
   c.intermediate_size = get_int(j, file, "intermediate_size", 1, kBig);
@@ -132,14 +146,26 @@ LlmConfig parse_llm_config(const std::string& config_json, const std::string& ge
   if (const json* hd = find(j, "head_dim"); hd != nullptr && !hd->is_null()) {
     c.head_dim = get_int(j, file, "head_dim", 2, 4096);
   } else {
-    if (c.hidden_size % c.num_heads != 0) fail(file, "hidden_size is not a multiple of num_attention_heads");
+    if (c.hidden_size % c.num_heads != 0) {
+      fail(file, "hidden_size = " + std::to_string(c.hidden_size) + " is not a multiple of num_attention_heads = " +
+                     std::to_string(c.num_heads));
+    }
     c.head_dim = c.hidden_size / c.num_heads;
+    if (c.head_dim < 2 || c.head_dim > 4096) {
+      fail(file, "head_dim = hidden_size / num_attention_heads = " + std::to_string(c.head_dim) +
+                     " outside [2, 4096] (no head_dim field)");
+    }
   }
   if (c.head_dim % 2 != 0) fail(file, "head_dim = " + std::to_string(c.head_dim) + " is odd (RoPE needs pairs)");
   c.max_position_embeddings = get_int(j, file, "max_position_embeddings", 1, kBig);
   c.rms_norm_eps = get_num(j, file, "rms_norm_eps", 1e-6);
+  if (!(c.rms_norm_eps > 0.0) || c.rms_norm_eps > 1.0 || float(c.rms_norm_eps) == 0.0f) {
+    fail(file, "rms_norm_eps = " + json_excerpt(*find(j, "rms_norm_eps")) + " outside (0, 1] (it is used as an f32)");
+  }
   c.rope_theta = get_num(j, file, "rope_theta", 10000.0);
-  if (!(c.rope_theta > 1.0)) fail(file, "rope_theta must be > 1");
+  if (!(c.rope_theta > 1.0) || !std::isfinite(float(c.rope_theta))) {
+    fail(file, "rope_theta = " + json_excerpt(*find(j, "rope_theta")) + " must be > 1 and finite as an f32");
+  }
   c.tie_word_embeddings = get_bool(j, file, "tie_word_embeddings", false);
   c.attention_bias = c.family == Family::Qwen2 ? true : get_bool(j, file, "attention_bias", false);
   c.qk_norm = c.family == Family::Qwen3;
@@ -160,7 +186,8 @@ LlmConfig parse_llm_config(const std::string& config_json, const std::string& ge
       c.rope_scaling.high_freq_factor = get_num(*r, rfile, "high_freq_factor", 0.0);
       c.rope_scaling.original_max_position_embeddings = get_int(*r, rfile, "original_max_position_embeddings", 1, kBig);
       if (!(c.rope_scaling.factor > 0.0) || !(c.rope_scaling.low_freq_factor > 0.0) ||
-          !(c.rope_scaling.high_freq_factor > c.rope_scaling.low_freq_factor)) {
+          !(c.rope_scaling.high_freq_factor > c.rope_scaling.low_freq_factor) ||
+          !std::isfinite(float(c.rope_scaling.factor)) || !std::isfinite(float(c.rope_scaling.high_freq_factor))) {
         fail(file, "rope_scaling " + json_excerpt(*r) + ": needs factor > 0 and high_freq_factor > low_freq_factor > 0");
       }
     } else if (type != "default") {
@@ -180,9 +207,9 @@ LlmConfig parse_llm_config(const std::string& config_json, const std::string& ge
       fail(file, "quantization_config.weight_block_size must be [block_out, block_in] (integers)");
     }
     c.fp8 = true;
-    c.fp8_block_n = (*block)[0].get<int64_t>();
-    c.fp8_block_k = (*block)[1].get<int64_t>();
-    if (c.fp8_block_n < 1 || c.fp8_block_k < 1) fail(file, "quantization_config.weight_block_size entries must be >= 1");
+    // Bounded so that ceil(dim / block) and the block products stay small; real checkpoints use 128.
+    c.fp8_block_n = get_int(*block, file, 0, "quantization_config.weight_block_size[0]", 1, 65536);
+    c.fp8_block_k = get_int(*block, file, 1, "quantization_config.weight_block_size[1]", 1, 65536);
   }
   if (const json* bos = find(j, "bos_token_id")) {
     const auto ids = get_ids(*bos, file, "bos_token_id");
@@ -200,13 +227,23 @@ LlmConfig parse_llm_config(const std::string& config_json, const std::string& ge
     if (const json* eos = find(g, "eos_token_id")) c.eos_token_ids = get_ids(*eos, gen_file, "eos_token_id");
     c.do_sample = get_bool(g, gen_file, "do_sample", false);
     c.temperature = get_num(g, gen_file, "temperature", 1.0);
+    if (c.temperature < 0.0 || !std::isfinite(float(c.temperature))) {
+      fail(gen_file, "temperature = " + json_excerpt(*find(g, "temperature")) + " must be >= 0 and finite as an f32");
+    }
     c.top_p = get_num(g, gen_file, "top_p", 1.0);
+    if (!(c.top_p > 0.0) || c.top_p > 1.0) fail(gen_file, "top_p = " + json_excerpt(*find(g, "top_p")) + " outside (0, 1]");
     const json* top_k = find(g, "top_k");
-    c.top_k = top_k != nullptr && !top_k->is_null() ? get_int(g, gen_file, "top_k", 0, kBig) : 0;
+    c.top_k = top_k != nullptr && !top_k->is_null() ? get_int(g, gen_file, "top_k", 0, INT32_MAX) : 0;
     c.repetition_penalty = get_num(g, gen_file, "repetition_penalty", 1.0);
+    if (!(c.repetition_penalty > 0.0) || !std::isfinite(float(c.repetition_penalty))) {
+      fail(gen_file, "repetition_penalty = " + json_excerpt(*find(g, "repetition_penalty")) + " must be > 0 and finite as an f32");
+    }
   }
   for (int64_t id : c.eos_token_ids) {
     if (id < 0 || id >= c.vocab_size) fail(file, "eos token id " + std::to_string(id) + " outside the vocabulary");
+  }
+  if (c.bos_token_id != -1 && (c.bos_token_id < 0 || c.bos_token_id >= c.vocab_size)) {
+    fail(file, "bos token id " + std::to_string(c.bos_token_id) + " outside the vocabulary");
   }
   return c;
 }

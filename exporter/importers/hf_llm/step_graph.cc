@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <memory>
 #include <sstream>
@@ -44,6 +45,28 @@ std::vector<float> to_f32(ScalarType dtype, const uint8_t* data, size_t n, const
 
 std::vector<float> to_f32(const SafeTensor& t) {
   return to_f32(t.dtype, t.data, static_cast<size_t>(t.numel()), "'" + t.name + "' (" + t.file + ")");
+}
+
+// The StepOptions bounds of step_graph.h, named by the exporter's flags.
+void check_option(const char* flag, int64_t value, int64_t lo, int64_t hi) {
+  if (value < lo) throw ExportError("hf_llm: " + std::string(flag) + " " + str(value) + ": below the minimum " + str(lo));
+  if (value > hi) throw ExportError("hf_llm: " + std::string(flag) + " " + str(value) + ": above the limit " + str(hi));
+}
+
+void check_options(const StepOptions& o) {
+  check_option("--max-seqs", o.max_seqs, 1, kMaxStepSeqs);
+  check_option("--max-tokens", o.max_tokens, 1, kMaxStepTokens);
+  if (o.max_context != 0) check_option("--max-context", o.max_context, 1, kMaxStepContext);
+  check_option("--block-size", o.block_size, 1, kMaxBlockSize);
+  if (o.max_tokens < o.max_seqs) {
+    throw ExportError("hf_llm: --max-tokens " + str(o.max_tokens) + " is below --max-seqs " + str(o.max_seqs) +
+                      " (every sequence of a step needs a token)");
+  }
+  if (!(o.kv_scale > 0.0f) || !std::isfinite(o.kv_scale)) {
+    char buf[32];
+    std::snprintf(buf, sizeof(buf), "%g", double(o.kv_scale));
+    throw ExportError("hf_llm: --kv-scale " + std::string(buf) + ": must be finite and > 0");
+  }
 }
 
 class Importer {
@@ -103,7 +126,8 @@ ValueId Importer::linear_weight(const std::string& prefix, int64_t n, int64_t k)
   const SafeTensor& t = take(name, {n, k});
   if (config_.fp8 && t.dtype == ScalarType::F8E4M3FN) {
     const int64_t bn = config_.fp8_block_n, bk = config_.fp8_block_k;
-    const std::vector<int64_t> scale_dims = {(n + bn - 1) / bn, (k + bk - 1) / bk};
+    // ceil(n / bn) without n + bn - 1 (config.json bounds bn, but this cannot overflow at all).
+    const std::vector<int64_t> scale_dims = {n / bn + (n % bn != 0), k / bk + (k % bk != 0)};
     const SafeTensor& s = take(prefix + ".weight_scale_inv", scale_dims);
     const std::vector<float> scale = to_f32(s);
     for (size_t i = 0; i < scale.size(); ++i) {
@@ -140,24 +164,33 @@ ValueId Importer::embedding_table() {
 
 StepImport Importer::run() {
   const LlmConfig& c = config_;
-  if (options_.block_size < 1 || options_.max_seqs < 1 || options_.max_tokens < options_.max_seqs) {
-    throw ExportError("hf_llm: need --block-size >= 1, --max-seqs >= 1 and --max-tokens >= --max-seqs (got " +
-                      str(options_.block_size) + ", " + str(options_.max_seqs) + ", " + str(options_.max_tokens) + ")");
-  }
+  check_options(options_);
+  // Within check_options' bounds nothing below overflows: max_context <= 2^20 + 2^16,
+  // max_num_blocks <= 2^16 * 2^20.
   int64_t max_context = options_.max_context > 0 ? options_.max_context : std::min<int64_t>(c.max_position_embeddings, 4096);
-  if (max_context < 1) throw ExportError("hf_llm: --max-context must be >= 1");
   max_context = (max_context + options_.block_size - 1) / options_.block_size * options_.block_size;
   const int64_t max_blocks = max_context / options_.block_size;
   const int64_t max_num_blocks = options_.max_seqs * max_blocks;
   if (max_num_blocks > (int64_t{1} << 31) / options_.block_size) {
-    throw ExportError("hf_llm: max_seqs x max_context = " + str(options_.max_seqs * max_context) +
-                      " slots exceeds the int32 slot_mapping");
+    throw ExportError("hf_llm: --max-seqs " + str(options_.max_seqs) + " x --max-context " + str(max_context) + " = " +
+                      str(options_.max_seqs * max_context) + " KV slots exceeds the int32 slot_mapping (2147483648)");
   }
   ScalarType kv = options_.kv_dtype;
   if (kv == ScalarType::Invalid) {
     kv = c.torch_dtype == "float32" ? ScalarType::F32 : c.torch_dtype == "float16" ? ScalarType::F16 : ScalarType::BF16;
   }
   const int64_t hd = c.head_dim, hq = c.num_heads, hkv = c.num_kv_heads, hidden = c.hidden_size;
+  // One layer's K (or V) cache at the largest num_blocks, then all layers' K and V: checked, as
+  // config.json's kv heads / head_dim / layers multiply the flags' slots.
+  uint64_t kv_bytes = 0;
+  if (__builtin_mul_overflow(uint64_t(max_num_blocks) * uint64_t(options_.block_size), uint64_t(hkv) * uint64_t(hd),
+                             &kv_bytes) ||
+      __builtin_mul_overflow(kv_bytes, uint64_t(bits_of(kv) / 8), &kv_bytes) ||
+      __builtin_mul_overflow(kv_bytes, 2 * uint64_t(c.num_layers), &kv_bytes)) {
+    throw ExportError("hf_llm: the KV cache at " + str(max_num_blocks) + " blocks of " + str(options_.block_size) +
+                      " tokens x " + str(hkv) + " kv heads x " + str(hd) + " x " + str(c.num_layers) +
+                      " layers overflows 64 bits: lower --max-seqs or --max-context");
+  }
 
   b_.symbol("T", 1, options_.max_tokens);
   b_.symbol("S", 1, options_.max_seqs);
@@ -257,6 +290,7 @@ StepImport Importer::run() {
   out.max_context = max_context;
   out.max_blocks = max_blocks;
   out.max_num_blocks = max_num_blocks;
+  out.kv_cache_bytes = kv_bytes;
   out.kv_dtype = kv;
   out.parameters = parameters_;
   std::ostringstream s;

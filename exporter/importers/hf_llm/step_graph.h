@@ -40,6 +40,15 @@
 
 namespace ember::exporter::hf {
 
+// Bounds of StepOptions (and the exporter's --max-seqs / --max-tokens / --max-context /
+// --block-size). The step's index inputs are i32 and every KV slot (max_seqs x max_context) must fit
+// an i32 slot_mapping entry; within these bounds every size derived from them fits int64 without
+// overflow. Real deployments sit far below them.
+constexpr int64_t kMaxStepSeqs = 65536;
+constexpr int64_t kMaxStepTokens = int64_t{1} << 20;
+constexpr int64_t kMaxStepContext = int64_t{1} << 20;
+constexpr int64_t kMaxBlockSize = 65536;
+
 struct StepOptions {
   int64_t max_seqs = 8;       // S
   int64_t max_tokens = 256;   // T (>= max_seqs)
@@ -47,7 +56,7 @@ struct StepOptions {
   int64_t block_size = 16;
   // f32, bf16, f16 or f8_e4m3fn; Invalid: the checkpoint's dtype (f32 / bf16 / f16; FP8 -> bf16).
   ScalarType kv_dtype = ScalarType::Invalid;
-  float kv_scale = 1.0f;      // FP8 cache: stored = e4m3(x / kv_scale)
+  float kv_scale = 1.0f;      // FP8 cache: stored = e4m3(x / kv_scale); finite and > 0
   bool emit_logits = false;   // logits [S, vocab] as a third output (tests against reference logits)
   bool emit_logprobs = true;  // logprobs [S] f32 (the sampled token's log-probability) as an output
   std::ostream* progress = nullptr;  // a progress bar while weights are converted; null = quiet
@@ -58,12 +67,15 @@ struct StepImport {
   Graph graph;
   LlmConfig config;
   int64_t max_context = 0, max_blocks = 0, max_num_blocks = 0;
+  uint64_t kv_cache_bytes = 0;  // all layers' K and V caches at num_blocks = max_num_blocks
   ScalarType kv_dtype = ScalarType::Invalid;
   int64_t parameters = 0;   // checkpoint elements imported
   std::string summary;      // one paragraph for the CLI
 };
 
 // Reads dir/config.json (+ generation_config.json) and the safetensors, and builds the step graph.
+// Options outside the bounds above fail naming the flag and the value ("--max-context
+// 9223372036854775807: above the limit 1048576"), before anything is allocated.
 StepImport import_step(const std::string& dir, const StepOptions& options);
 
 }  // namespace ember::exporter::hf

@@ -11,6 +11,7 @@
 #include "exporter/passes/batch_norm_folding.h"
 #include "exporter/passes/constant_folding.h"
 #include "exporter/passes/evaluate.h"
+#include "exporter/passes/weight_check.h"
 #include "runtime/kernel/kernel.h"
 #include "tools/common/host_io.h"
 
@@ -257,12 +258,25 @@ void Importer::declare_inputs() {
 }
 
 void Importer::read_initializers() {
+  WeightCheck non_finite;  // as stored: import-time evaluation (transposes, folds) could hide a NaN
   for (const auto& init : model_.graph().initializer()) {
     const std::string what = "onnx: initializer '" + init.name() + "'";
     if (init.data_location() == onnx::TensorProto::EXTERNAL) ++stats_.external_tensors;
     auto t = std::make_shared<HostTensor>(read_tensor_proto(init, read_options_, what));
     stats_.initializer_bytes += t->bytes.size();
+    uint64_t first = 0;
+    const uint64_t numel = is_sub_byte(t->dtype) ? 0 : t->bytes.size() / std::max(1, bits_of(t->dtype) / 8);
+    if (const uint64_t bad = count_non_finite(t->dtype, t->bytes.data(), numel, &first); bad != 0) {
+      std::string dims;
+      for (int64_t d : t->dims) dims += (dims.empty() ? "" : ", ") + std::to_string(d);
+      non_finite.tensors.push_back({init.name(), std::string(to_string(t->dtype)) + "[" + dims + "]", bad, numel, first,
+                                    non_finite_text(t->dtype, t->bytes.data(), first)});
+    }
     env_[init.name()] = std::make_shared<Entry>(Entry{-1, std::move(t), nullptr});
+  }
+  if (!non_finite.tensors.empty() && !options_.allow_non_finite_weights) {
+    throw ExportError("onnx: non-finite weights in initializers: " + non_finite.format() +
+                      " (pass --allow-non-finite-weights to export them anyway)");
   }
   if (model_.graph().sparse_initializer_size() > 0) {
     throw ExportError("onnx: sparse initializers are not supported ('" + model_.graph().sparse_initializer(0).values().name() + "')");

@@ -39,6 +39,9 @@ struct OnnxImportOptions {
   // External data files may resolve outside the model's folder (symlinks, "..", absolute paths);
   // by default they must stay inside it (exporter --trust-model-folder).
   bool trust_model_folder = false;
+  // An initializer holding NaN or ±Inf fails the import naming it (passes/weight_check.h), unless
+  // this is set (exporter --allow-non-finite-weights; the pipeline then warns about the constants).
+  bool allow_non_finite_weights = false;
 };
 
 struct OnnxImportStats {

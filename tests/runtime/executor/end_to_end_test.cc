@@ -165,7 +165,11 @@ exporter::ExportResult Fp8Linear(uint8_t nan_code, std::vector<float>* dequant) 
   const ValueId x = b.input("x", ScalarType::F32, {1, k});
   const ValueId w = b.constant_quantized("w", ScalarType::F8E4M3FN, {n, k}, codes, q);
   b.output("y", b.linear(x, w, exporter::kNoValue, "fc"));
-  return testing::export_program(b.build());
+  // NaN codes on purpose: the pipeline refuses non-finite weights unless allowed.
+  exporter::ExportOptions options;
+  options.manifest = &testing::builtin_manifest();
+  options.allow_non_finite_weights = nan_code != 0;
+  return exporter::export_graph(b.build(), options);
 }
 
 TEST(EndToEndTest, Fp8WeightNanCodesGiveNanRowsAfterBind) {
