@@ -46,6 +46,36 @@ uint64_t count_with_first(const uint8_t* data, uint64_t n, T mask, uint64_t* fir
   return count;
 }
 
+// NaNs only: elements whose magnitude bits (sign cleared) are above infinity's, i.e. an all-ones
+// exponent with a nonzero mantissa. Branch-free like count_all_ones.
+template <typename T>
+uint64_t count_nan_with_first(const uint8_t* data, uint64_t n, T inf, uint64_t* first) {
+  constexpr T kMagnitude = static_cast<T>(~(T{1} << (8 * sizeof(T) - 1)));
+  constexpr uint64_t kChunk = uint64_t{1} << 20;
+  uint64_t total = 0;
+  for (uint64_t begin = 0; begin < n; begin += kChunk) {
+    const uint64_t end = std::min(n, begin + kChunk);
+    uint32_t count = 0;
+    for (uint64_t i = begin; i < end; ++i) {
+      T bits;
+      std::memcpy(&bits, data + i * sizeof(T), sizeof(T));
+      count += static_cast<uint32_t>(static_cast<T>(bits & kMagnitude) > inf);
+    }
+    total += count;
+  }
+  if (total != 0 && first != nullptr) {
+    for (uint64_t i = 0; i < n; ++i) {
+      T bits;
+      std::memcpy(&bits, data + i * sizeof(T), sizeof(T));
+      if (static_cast<T>(bits & kMagnitude) > inf) {
+        *first = i;
+        break;
+      }
+    }
+  }
+  return total;
+}
+
 std::string float_text(double v) { return std::isnan(v) ? "nan" : v > 0 ? "inf" : "-inf"; }
 
 }  // namespace
@@ -86,20 +116,31 @@ std::string dims_text(const std::vector<int64_t>& dims) {
   return s + "]";
 }
 
-// Adds `data` (count elements of dtype) to the check; records it when it has a non-finite element.
+// Adds `data` (count elements of dtype) to the check; records it when it has a NaN, or (when
+// `include_inf`) an infinity.
 void scan(WeightCheck& check, const std::string& name, const std::string& what, ScalarType dtype, const uint8_t* data,
-          uint64_t count) {
+          uint64_t count, bool include_inf) {
   ++check.tensors_checked;
   check.bytes_checked += nbytes_of(dtype, count);
   uint64_t first = 0;
-  const uint64_t bad = count_non_finite(dtype, data, count, &first);
+  const uint64_t bad = count_non_finite(dtype, data, count, &first, include_inf);
   if (bad == 0) return;
   check.tensors.push_back({name, what, bad, count, first, non_finite_text(dtype, data, first)});
 }
 
 }  // namespace
 
-uint64_t count_non_finite(ScalarType dtype, const uint8_t* data, uint64_t count, uint64_t* first) {
+uint64_t count_non_finite(ScalarType dtype, const uint8_t* data, uint64_t count, uint64_t* first, bool include_inf) {
+  if (!include_inf) {
+    switch (dtype) {
+      case ScalarType::F32: return count_nan_with_first<uint32_t>(data, count, 0x7f800000u, first);
+      case ScalarType::F64: return count_nan_with_first<uint64_t>(data, count, 0x7ff0000000000000ull, first);
+      case ScalarType::F16: return count_nan_with_first<uint16_t>(data, count, 0x7c00, first);
+      case ScalarType::BF16: return count_nan_with_first<uint16_t>(data, count, 0x7f80, first);
+      case ScalarType::F8E5M2: return count_nan_with_first<uint8_t>(data, count, 0x7c, first);
+      default: break;  // the other formats have no infinity: every non-finite code is a NaN
+    }
+  }
   switch (dtype) {
     case ScalarType::F32: return count_with_first<uint32_t>(data, count, 0x7f800000u, first);
     case ScalarType::F64: return count_with_first<uint64_t>(data, count, 0x7ff0000000000000ull, first);
@@ -113,22 +154,49 @@ uint64_t count_non_finite(ScalarType dtype, const uint8_t* data, uint64_t count,
   }
 }
 
+bool is_weight_input(OpCode op, size_t input) {
+  switch (op) {
+    case OpCode::MatMul:
+    case OpCode::Linear:
+    case OpCode::Conv2d:
+    case OpCode::LayerNorm:
+    case OpCode::BatchNorm:
+    case OpCode::RmsNorm:
+    case OpCode::Rope:
+      return input > 0;
+    case OpCode::Embedding:
+      return input == 0;
+    default:
+      return false;
+  }
+}
+
 WeightCheck check_weights(const Graph& graph, std::set<const void*>* seen) {
   WeightCheck check;
-  for (const Value& v : graph.values) {
+  std::vector<bool> weight(graph.values.size(), false);
+  for (const Node& n : graph.nodes) {
+    for (size_t i = 0; i < n.inputs.size(); ++i) {
+      if (n.inputs[i] >= 0 && is_weight_input(n.op, i)) weight[static_cast<size_t>(n.inputs[i])] = true;
+    }
+  }
+  for (size_t id = 0; id < graph.values.size(); ++id) {
+    const Value& v = graph.values[id];
     if (!v.is_constant()) continue;
+    // A constant that is not a weight may hold ±Inf on purpose (a mask's fill value, a bound); a NaN
+    // is refused everywhere.
+    const bool include_inf = weight[id] || v.quant != nullptr;
     std::vector<int64_t> dims;
     for (const Dim& d : v.dims) dims.push_back(d.max);
     if (seen == nullptr || seen->insert(v.data.get()).second) {
       // Sub-byte types have no NaN; the byte count, not the element count, bounds the read.
       const uint64_t count = is_sub_byte(v.dtype) ? 0 : v.data->size() / std::max(1, bits_of(v.dtype) / 8);
-      scan(check, v.name, std::string(to_string(v.dtype)) + dims_text(dims), v.dtype, v.data->data(), count);
+      scan(check, v.name, std::string(to_string(v.dtype)) + dims_text(dims), v.dtype, v.data->data(), count, include_inf);
     }
     if (v.quant && v.quant->scale && (seen == nullptr || seen->insert(v.quant->scale.get()).second)) {
       const QuantParams& q = *v.quant;
       const uint64_t count = q.scale->size() / std::max(1, bits_of(q.scale_dtype) / 8);
       scan(check, v.name, std::string(to_string(q.scale_dtype)) + dims_text(q.scale_dims) + " scale", q.scale_dtype,
-           q.scale->data(), count);
+           q.scale->data(), count, true);
       if (q.has_global_scale && !std::isfinite(q.global_scale)) {
         check.tensors.push_back({v.name, "global scale", 1, 1, 0, float_text(q.global_scale)});
       }

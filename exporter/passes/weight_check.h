@@ -34,12 +34,20 @@ struct WeightCheck {
 };
 
 // Scans every constant of `graph` whose bytes are not in `*seen` (shared bytes, as a tied LM head
-// has, are scanned once) and adds the scanned ones to it. `seen` may be null.
+// has, are scanned once) and adds the scanned ones to it. `seen` may be null. NaN is reported in
+// every constant; ±Inf only in weights (is_weight_input: the parameters of MatMul / Linear / Conv2d
+// / the norms / Rope / Embedding, and quantized values and their scales), since a mask's -inf fill
+// value or a bound is a legitimate constant.
 WeightCheck check_weights(const Graph& graph, std::set<const void*>* seen = nullptr);
 
+// Whether input `input` of an `op` node holds learned parameters (weights, biases, norm scales).
+bool is_weight_input(OpCode op, size_t input);
+
 // Non-finite elements among `count` elements of `dtype` at `data` (types without NaN or Inf, and
-// integers, have none). Sets *first to the first one's index when there is one.
-uint64_t count_non_finite(ScalarType dtype, const uint8_t* data, uint64_t count, uint64_t* first);
+// integers, have none); NaNs only unless `include_inf`. Sets *first to the first one's index when
+// there is one.
+uint64_t count_non_finite(ScalarType dtype, const uint8_t* data, uint64_t count, uint64_t* first,
+                          bool include_inf = true);
 
 // How non-finite element i reads: "nan", "inf", "-inf", or "NaN code 0x7f" (FP8, e8m0, ue4m3).
 std::string non_finite_text(ScalarType dtype, const uint8_t* data, uint64_t i);

@@ -84,8 +84,9 @@ exporter::CapabilityManifest sim_manifest(const std::vector<OpCode>& ops) {
 
 exporter::ExportResult export_program(exporter::Graph graph, const std::vector<std::string>& backends,
                                       const std::optional<exporter::QuantizeOptions>& quantize,
-                                      const exporter::CapabilityManifest* manifest) {
+                                      const exporter::CapabilityManifest* manifest, bool allow_non_finite_weights) {
   exporter::ExportOptions options;
+  options.allow_non_finite_weights = allow_non_finite_weights;
   options.manifest = manifest != nullptr ? manifest : &builtin_manifest();
   options.backends = backends;
   options.quantize = quantize;

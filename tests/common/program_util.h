@@ -75,10 +75,12 @@ const exporter::CapabilityManifest& builtin_manifest();
 exporter::CapabilityManifest sim_manifest(const std::vector<OpCode>& ops);
 
 // Exports `graph` (backends in priority order; {"null", "portable"} delegates what null supports,
-// {"sim"} the whole graph to sim). `manifest` null: builtin_manifest().
+// {"sim"} the whole graph to sim). `manifest` null: builtin_manifest(). `allow_non_finite_weights`
+// for tests that put NaN / Inf into weights on purpose.
 exporter::ExportResult export_program(exporter::Graph graph, const std::vector<std::string>& backends = {"portable"},
                                       const std::optional<exporter::QuantizeOptions>& quantize = std::nullopt,
-                                      const exporter::CapabilityManifest* manifest = nullptr);
+                                      const exporter::CapabilityManifest* manifest = nullptr,
+                                      bool allow_non_finite_weights = false);
 
 // The bundled examples: "mlp", "cnn" (portable), "cnn_null" (cnn with a GRAPH delegate for "null"),
 // "cnn_sim" (cnn with its conv2d and linear nodes in three GRAPH delegates for "sim"),

@@ -528,7 +528,7 @@ TEST(LlmConfigTest, RefusesOutOfRangeFields) {
       {base + heads + R"(,"vocab_size":18446744073709551615)", "", "vocab_size = 18446744073709551615 outside [1, 2147483647]"},
       {base + heads + R"(,"vocab_size":-5)", "", "vocab_size = -5 outside [1, 2147483647]"},
       {base + heads + R"(,"num_hidden_layers":0)", "", "num_hidden_layers = 0 outside [1, 4096]"},
-      {base + heads + R"(,"intermediate_size":"128")", "", "intermediate_size missing or not an integer"},
+      {base + heads + R"(,"intermediate_size":"128")", "", "intermediate_size = \"128\": expected an integer, got string"},
       {base + R"(,"hidden_size":66,"num_attention_heads":4)", "",
        "hidden_size = 66 is not a multiple of num_attention_heads = 4"},
       // No head_dim field: hidden / heads would be a 2^20-wide head (and a 2 MiB RoPE table per ...).

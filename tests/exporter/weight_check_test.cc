@@ -84,18 +84,49 @@ TEST(WeightCheckTest, ScansConstantsAndScalesOnceAndFormatsTheFirstOffenders) {
   std::set<const void*> seen;
   const WeightCheck check = check_weights(b.graph(), &seen);
   EXPECT_EQ(check.tensors_checked, 5u);  // a, fine, w codes, w scale, h
-  ASSERT_EQ(check.tensors.size(), 4u);
+  // No node reads 'a' or 'h' as a weight: only their NaNs count (a mask's -inf fill value is a
+  // legitimate constant); the quantized 'w' is a weight, codes and scales.
+  ASSERT_EQ(check.tensors.size(), 3u);
   EXPECT_EQ(check.tensors[0].name, "a");
-  EXPECT_EQ(check.tensors[0].count, 2u);
+  EXPECT_EQ(check.tensors[0].count, 1u);
   EXPECT_EQ(check.tensors[1].what, "f8_e4m3fn[2, 4]");
   EXPECT_EQ(check.tensors[1].first_value, "NaN code 0x7f");
   EXPECT_EQ(check.format(),
-            "'a' f32[4]: 2 of 4 non-finite, first at index 2 (nan); 'w' f8_e4m3fn[2, 4]: 1 of 8 non-finite, first at "
-            "index 6 (NaN code 0x7f); 'w' f32[2, 1] scale: 1 of 2 non-finite, first at index 1 (nan) (4 tensors in all)");
-  EXPECT_EQ(check.format(4).substr(check.format(3).size() - 19),
-            "; 'h' bf16[2]: 1 of 2 non-finite, first at index 1 (-inf)");
+            "'a' f32[4]: 1 of 4 non-finite, first at index 2 (nan); 'w' f8_e4m3fn[2, 4]: 1 of 8 non-finite, first at "
+            "index 6 (NaN code 0x7f); 'w' f32[2, 1] scale: 1 of 2 non-finite, first at index 1 (nan)");
+  EXPECT_NE(check.format(2).find("; 'w' f8_e4m3fn[2, 4]: 1 of 8 non-finite, first at index 6 (NaN code 0x7f) (3 tensors in all)"),
+            std::string::npos)
+      << check.format(2);
   // What `seen` holds is not scanned again.
   EXPECT_EQ(check_weights(b.graph(), &seen).tensors_checked, 0u);
+}
+
+// An infinity counts in a weight (a Linear's weight and bias here), not in a constant that only
+// feeds an Add or a Where (a mask's fill value).
+TEST(WeightCheckTest, InfinitiesCountInWeightsOnly) {
+  GraphBuilder b;
+  const ValueId x = b.input("x", ScalarType::F32, {2, 4});
+  const ValueId w = b.constant_f32("w", {2, 4}, {1, 2, 3, kInf, 5, 6, 7, 8});
+  const ValueId bias = b.constant_f32("bias", {2}, {-kInf, 0});
+  const ValueId mask = b.constant_f32("mask", {2}, {0, -kInf});
+  b.output("y", b.add(b.linear(x, w, bias, "fc"), mask, "masked"));
+  const WeightCheck check = check_weights(b.graph());
+  EXPECT_EQ(check.format(),
+            "'w' f32[2, 4]: 1 of 8 non-finite, first at index 3 (inf); 'bias' f32[2]: 1 of 2 non-finite, first at "
+            "index 0 (-inf)");
+  EXPECT_TRUE(is_weight_input(OpCode::Linear, 1));
+  EXPECT_FALSE(is_weight_input(OpCode::Linear, 0));
+  EXPECT_TRUE(is_weight_input(OpCode::Embedding, 0));
+  EXPECT_FALSE(is_weight_input(OpCode::Add, 1));
+  uint64_t first = 0;
+  const std::vector<uint8_t> bytes = Bytes<float>({kInf, -kInf, kNaN, 1});
+  EXPECT_EQ(count_non_finite(ScalarType::F32, bytes.data(), 4, &first, /*include_inf=*/false), 1u);
+  EXPECT_EQ(first, 2u);
+  EXPECT_EQ(count_non_finite(ScalarType::F32, bytes.data(), 4, &first), 3u);
+  EXPECT_EQ(first, 0u);
+  const std::vector<uint8_t> bf = Bytes<uint16_t>({0xff80, 0x7fc1, 0x7f80});  // -inf, nan, inf
+  EXPECT_EQ(count_non_finite(ScalarType::BF16, bf.data(), 3, &first, false), 1u);
+  EXPECT_EQ(first, 1u);
 }
 
 // The pipeline refuses NaN/Inf constants as imported, and ones constant folding makes (div by 0);
@@ -116,8 +147,8 @@ TEST(WeightCheckTest, PipelineRefusesNonFiniteConstantsUnlessAllowed) {
     ADD_FAILURE() << "expected an ExportError";
   } catch (const ExportError& e) {
     EXPECT_EQ(std::string(e.what()),
-              "non-finite weights after folding and quantization: 'q' f32[2]: 2 of 2 non-finite, first at index 0 "
-              "(inf) (pass --allow-non-finite-weights to export them anyway)");
+              "non-finite weights after folding and quantization: 'q' f32[2]: 1 of 2 non-finite, first at index 1 "
+              "(nan) (pass --allow-non-finite-weights to export them anyway)");
     EXPECT_EQ(stage, "checking weights");
   }
   try {
@@ -190,6 +221,13 @@ TEST(WeightCheckTest, OnnxInitializerWithNaNRefusedUnlessAllowed) {
   EXPECT_EQ(testing::import_error(mm),
             "onnx: non-finite weights in initializers: 'w' f32[8, 4]: 1 of 32 non-finite, first at index 6 (-inf) "
             "(pass --allow-non-finite-weights to export them anyway)");
+  // A -inf initializer that is not a weight (a mask added to scores) is a legitimate constant.
+  testing::OnnxModel mask;
+  mask.input("x", testing::kFloat, {"4"});
+  mask.init_f32("mask", {4}, {0, 0, -kInf, -kInf});
+  mask.node("Add", {"x", "mask"}, {"y"}, "masked");
+  mask.output("y");
+  EXPECT_EQ(testing::import_error(mask), "");
 }
 
 // ONNX shapes that would make the importer materialize terabytes fail naming the node instead of
@@ -207,7 +245,7 @@ TEST(WeightCheckTest, HugeExportTimeTensorsFailNamingTheNode) {
     m.output("y");
     const std::string error = testing::import_error(m);
     EXPECT_NE(error.find("ConstantOfShape node 'fill'"), std::string::npos) << error;
-    EXPECT_NE(error.find("output of shape [1099511627776] would take more than 68719476736 bytes"), std::string::npos)
+    EXPECT_NE(error.find("shape [1099511627776] makes a tensor larger than 256 MiB at export"), std::string::npos)
         << error;
   }
   {

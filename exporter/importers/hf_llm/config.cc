@@ -202,8 +202,7 @@ LlmConfig parse_llm_config(const std::string& config_json, const std::string& ge
     const std::string fmt = get_string(*q, qfile, "fmt", "e4m3");
     if (fmt != "e4m3") fail(file, "quantization_config.fmt '" + fmt + "' is not e4m3");
     const json* block = find(*q, "weight_block_size");
-    if (block == nullptr || !block->is_array() || block->size() != 2 || !(*block)[0].is_number_integer() ||
-        !(*block)[1].is_number_integer()) {
+    if (block == nullptr || !block->is_array() || block->size() != 2) {
       fail(file, "quantization_config.weight_block_size must be [block_out, block_in] (integers)");
     }
     c.fp8 = true;

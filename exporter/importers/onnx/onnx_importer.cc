@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <limits>
+#include <set>
 
 #include "exporter/importers/onnx/importer_internal.h"
 #include "exporter/importers/onnx/model_proto.h"
@@ -258,6 +259,20 @@ void Importer::declare_inputs() {
 }
 
 void Importer::read_initializers() {
+  // Initializers read as learned parameters (weights, biases, norm scales): there an infinity is as
+  // wrong as a NaN. Elsewhere a ±inf initializer is a legitimate fill value or bound (an attention
+  // mask's -inf), and only NaN is refused (passes/weight_check.h says the same for the IR).
+  static const std::set<std::string> kWeightOps = {
+      "MatMul", "Gemm", "Conv", "ConvTranspose", "BatchNormalization", "LayerNormalization",
+      "InstanceNormalization", "GroupNormalization", "SimplifiedLayerNormalization", "RMSNormalization",
+      "Einsum", "LSTM", "GRU", "RNN"};
+  std::set<std::string> weight_names;
+  for (const auto& node : model_.graph().node()) {
+    const bool weight_op = kWeightOps.count(node.op_type()) != 0;
+    for (int i = 0; i < node.input_size(); ++i) {
+      if ((weight_op && i > 0) || (node.op_type() == "Gather" && i == 0)) weight_names.insert(node.input(i));
+    }
+  }
   WeightCheck non_finite;  // as stored: import-time evaluation (transposes, folds) could hide a NaN
   for (const auto& init : model_.graph().initializer()) {
     const std::string what = "onnx: initializer '" + init.name() + "'";
@@ -266,7 +281,8 @@ void Importer::read_initializers() {
     stats_.initializer_bytes += t->bytes.size();
     uint64_t first = 0;
     const uint64_t numel = is_sub_byte(t->dtype) ? 0 : t->bytes.size() / std::max(1, bits_of(t->dtype) / 8);
-    if (const uint64_t bad = count_non_finite(t->dtype, t->bytes.data(), numel, &first); bad != 0) {
+    const bool include_inf = weight_names.count(init.name()) != 0;
+    if (const uint64_t bad = count_non_finite(t->dtype, t->bytes.data(), numel, &first, include_inf); bad != 0) {
       std::string dims;
       for (int64_t d : t->dims) dims += (dims.empty() ? "" : ", ") + std::to_string(d);
       non_finite.tensors.push_back({init.name(), std::string(to_string(t->dtype)) + "[" + dims + "]", bad, numel, first,

@@ -82,7 +82,10 @@ struct LlmProgram {
     options.emit_logits = emit_logits;
     imported = exporter::hf::import_step(std::string(EMBER_LLM_CHECKPOINTS) + "/" + name, options);
     if (edit) edit(imported.graph);
-    bytes = testing::export_program(std::move(imported.graph)).program.bytes;
+    // An edit may put NaN into weights on purpose (the exporter refuses them by default).
+    bytes = testing::export_program(std::move(imported.graph), {"portable"}, std::nullopt, nullptr,
+                                    /*allow_non_finite_weights=*/edit != nullptr)
+                .program.bytes;
     symbol = SymbolValue{"num_blocks", num_blocks};
     load.symbols = Span<const SymbolValue>(&symbol, 1);
     method = std::make_unique<testing::LoadedMethod>(bytes, rt.context, load);
