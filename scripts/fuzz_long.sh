@@ -145,4 +145,6 @@ found=0
   done
   echo "reproducers: $OUT/crashes (replay one: ember_fuzz_<harness> FILE)"
 } | tee "$OUT/summary.txt"
+# (found is set inside the piped block's subshell: count the reproducers again here.)
+[[ -z "$(find "$OUT/crashes" -maxdepth 1 -type f)" ]] || found=1
 exit $found

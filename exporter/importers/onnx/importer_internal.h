@@ -52,9 +52,15 @@ inline bool is_integer_dtype(ScalarType t) {
          t == ScalarType::U8 || t == ScalarType::Bool;
 }
 
+// Element count of `dims`, saturating at UINT64_MAX (a hostile shape must not wrap to a small count).
 inline uint64_t product(const std::vector<int64_t>& dims) {
   uint64_t n = 1;
-  for (int64_t d : dims) n *= static_cast<uint64_t>(d);
+  for (int64_t d : dims) {
+    if (__builtin_mul_overflow(n, static_cast<uint64_t>(d), &n)) n = UINT64_MAX;
+  }
+  for (int64_t d : dims) {
+    if (d == 0) return 0;
+  }
   return n;
 }
 

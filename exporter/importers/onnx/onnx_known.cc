@@ -17,6 +17,9 @@ bool Importer::try_known(NodeContext& ctx) {
     }
     return true;
   };
+  // A result above kMaxKnownElements is not evaluated element by element here: the node is
+  // imported as a graph op (its known inputs become constants), like a large integer constant.
+  auto too_big = [](const std::vector<int64_t>& dims) { return product(dims) > kMaxKnownElements; };
   auto finish = [&](Known k, size_t output = 0) {
     ++stats_.evaluated_at_export;
     define_known(ctx, output, std::move(k));
@@ -34,6 +37,7 @@ bool Importer::try_known(NodeContext& ctx) {
       if (!broadcast(acc.dims, b->dims, &r.dims)) ctx.fail("shapes do not broadcast");
       const bool compare = op == "Equal" || op == "Less" || op == "Greater";
       r.dtype = compare ? ScalarType::Bool : acc.dtype;
+      if (too_big(r.dims)) return false;
       const size_t n = product(r.dims);
       for (size_t i = 0; i < n; ++i) {
         const SymInt& x = acc.elems[broadcast_index(r.dims, i, acc.dims)];
@@ -82,6 +86,7 @@ bool Importer::try_known(NodeContext& ctx) {
     std::vector<int64_t> tmp;
     if (!broadcast(c->dims, x->dims, &tmp) || !broadcast(tmp, y->dims, &r.dims)) ctx.fail("shapes do not broadcast");
     r.dtype = x->dtype;
+    if (too_big(r.dims)) return false;
     for (size_t i = 0; i < product(r.dims); ++i) {
       const SymInt& cv = c->elems[broadcast_index(r.dims, i, c->dims)];
       const SymInt& xv = x->elems[broadcast_index(r.dims, i, x->dims)];
@@ -244,18 +249,18 @@ bool Importer::try_known(NodeContext& ctx) {
     for (size_t j = 0; j < axes.size(); ++j) {
       const int ax = normalize_axis(ctx, axes[j], rank);
       const int64_t dim = data->dims[static_cast<size_t>(ax)];
-      if (steps[j] == 0) ctx.fail("step 0");
+      if (steps[j] == 0 || steps[j] == INT64_MIN) ctx.fail("step " + std::to_string(steps[j]));
       int64_t s = starts[j], e = ends[j];
       if (s < 0) s += dim;
       if (e < 0) e += dim;
       if (steps[j] > 0) {
         s = std::clamp<int64_t>(s, 0, dim);
         e = std::clamp<int64_t>(e, 0, dim);
-        count[static_cast<size_t>(ax)] = e > s ? (e - s + steps[j] - 1) / steps[j] : 0;
+        count[static_cast<size_t>(ax)] = e > s ? (e - s - 1) / steps[j] + 1 : 0;  // ceil, without overflow
       } else {
         s = std::clamp<int64_t>(s, 0, dim - 1);
         e = std::clamp<int64_t>(e, -1, dim - 1);
-        count[static_cast<size_t>(ax)] = s > e ? (s - e + (-steps[j]) - 1) / (-steps[j]) : 0;
+        count[static_cast<size_t>(ax)] = s > e ? (s - e - 1) / (-steps[j]) + 1 : 0;
       }
       begin[static_cast<size_t>(ax)] = s;
       step[static_cast<size_t>(ax)] = steps[j];
@@ -293,8 +298,8 @@ bool Importer::try_known(NodeContext& ctx) {
         }
         if (shape[i] == -1) {
           infer = static_cast<int>(i);
-        } else {
-          known_prod *= shape[i];
+        } else if (shape[i] < -1 || __builtin_mul_overflow(known_prod, shape[i], &known_prod)) {
+          ctx.fail("shape entry " + std::to_string(shape[i]) + " is invalid or the shape's product overflows");
         }
       }
       if (infer >= 0) shape[static_cast<size_t>(infer)] = known_prod ? static_cast<int64_t>(data->numel()) / known_prod : 0;
@@ -306,12 +311,15 @@ bool Importer::try_known(NodeContext& ctx) {
       if (axis < 0) axis += rank;
       if (axis < 0 || axis > rank) ctx.fail("axis out of range");
       int64_t left = 1;
-      for (int64_t i = 0; i < axis; ++i) left *= data->dims[static_cast<size_t>(i)];
+      for (int64_t i = 0; i < axis; ++i) {
+        if (__builtin_mul_overflow(left, data->dims[static_cast<size_t>(i)], &left)) ctx.fail("the flattened size overflows");
+      }
       r.dims = {left, left ? static_cast<int64_t>(data->numel()) / left : 0};
     } else if (op == "Expand") {
       const std::vector<int64_t> shape = ints_of(ctx, 1, "shape");
       std::vector<int64_t> out;
       if (!broadcast(data->dims, shape, &out)) ctx.fail("cannot expand");
+      if (too_big(out)) return false;
       r.dims = out;
       r.elems.clear();
       for (size_t i = 0; i < product(out); ++i) r.elems.push_back(data->elems[broadcast_index(out, i, data->dims)]);

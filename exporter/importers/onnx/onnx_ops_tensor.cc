@@ -197,7 +197,8 @@ void Importer::op_split(NodeContext& ctx) {
   const int64_t num_outputs = ctx.attr_int("num_outputs", outputs);
   if (sizes.empty()) {
     if (num_outputs != outputs || outputs < 1) ctx.fail("num_outputs differs from the output count");
-    const int64_t chunk = (dim.c + outputs - 1) / outputs;  // opset 18: the last chunk may be smaller
+    // ceil(dim / outputs) without overflow; opset 18: the last chunk may be smaller.
+    const int64_t chunk = dim.c / outputs + (dim.c % outputs != 0 ? 1 : 0);
     int64_t left = dim.c;
     for (int64_t i = 0; i < outputs; ++i) {
       sizes.push_back(std::min(chunk, left));
@@ -206,7 +207,11 @@ void Importer::op_split(NodeContext& ctx) {
   }
   if (static_cast<int64_t>(sizes.size()) != outputs) ctx.fail("split has " + std::to_string(sizes.size()) + " sizes for " + std::to_string(outputs) + " outputs");
   int64_t total = 0;
-  for (int64_t s : sizes) total += s;
+  for (int64_t s : sizes) {
+    if (s < 0 || __builtin_add_overflow(total, s, &total)) {
+      ctx.fail("split size " + std::to_string(s) + " is negative or the sizes overflow (the dim is " + std::to_string(dim.c) + ")");
+    }
+  }
   if (total != dim.c) ctx.fail("split sizes sum to " + std::to_string(total) + ", the dim is " + std::to_string(dim.c));
   const Known* k = known_of(ctx, 0);
   int64_t start = 0;
