@@ -32,10 +32,14 @@ if(EMBER_SANITIZE)
   # vptr off: UBSan's vptr check needs RTTI, and the runtime is built without it, so test code
   # (built with RTTI) that constructs runtime classes would reference typeinfo that does not exist.
   add_compile_options(-fsanitize=${EMBER_SANITIZE} -fno-omit-frame-pointer -fno-sanitize-recover=all)
+  # float-cast-overflow is not part of "undefined": a NaN or out-of-range float converted to an
+  # integer is undefined behaviour, and hostile weights and inputs (NaN, ±Inf) reach such casts.
+  set(ember_sanitize_link ${EMBER_SANITIZE})
   if(EMBER_SANITIZE MATCHES "undefined")
-    add_compile_options(-fno-sanitize=vptr)
+    add_compile_options(-fno-sanitize=vptr -fsanitize=float-cast-overflow)
+    set(ember_sanitize_link "${EMBER_SANITIZE},float-cast-overflow")
   endif()
-  add_link_options(-fsanitize=${EMBER_SANITIZE})
+  add_link_options(-fsanitize=${ember_sanitize_link})
 endif()
 
 # Flags for code that ships in an app: no exceptions, no RTTI, warnings on.
