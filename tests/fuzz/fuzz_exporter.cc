@@ -50,7 +50,7 @@ constexpr size_t kMaxTokenizerBytes = size_t{64} << 20;
 bool strict() {
   static const bool on = [] {
     const char* v = std::getenv("EMBER_FUZZ_STRICT");
-    return v != nullptr && v[0] == '1';
+    return v == nullptr || v[0] != '0';  // on unless EMBER_FUZZ_STRICT=0
   }();
   return on;
 }

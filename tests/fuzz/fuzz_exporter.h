@@ -24,7 +24,8 @@
 // check missing), and for the ONNX importer any exception other than ExportError. A
 // std::runtime_error (ExportError, TokenizerJsonError, the hf readers' errors) is the expected
 // rejection. Other std::exceptions (nlohmann::json's own type errors, whose text names no file) are
-// counted as `unclear`; with EMBER_FUZZ_STRICT=1 in the environment they are findings too.
+// findings too (every JSON goes through tools/common/host_io's reader, whose errors name the file;
+// EMBER_FUZZ_STRICT=0 in the environment counts them as `unclear` instead).
 #pragma once
 
 #include <cstddef>

@@ -54,6 +54,8 @@ grep -q NotFound "$T/err" || fail "missing file error: $(cat "$T/err")"
 expect_error "bad --iterations" "$RUNNER" --program "$T/mlp.pte" --iterations 0
 expect_error "bad --threads" "$RUNNER" --program "$T/mlp.pte" --threads 0
 expect_error "unknown backend" "$RUNNER" --program "$T/mlp.pte" --backends cuda
+expect_error "unknown flag" "$RUNNER" --program "$T/mlp.pte" --bogus
+expect_error "flag without its value" "$RUNNER" --program "$T/mlp.pte" --iterations
 expect_error "unknown method" "$RUNNER" --program "$T/mlp.pte" --method nope
 grep -q NotFound "$T/err" || fail "unknown method error: $(cat "$T/err")"
 

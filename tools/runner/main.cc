@@ -559,7 +559,9 @@ int main(int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    return app.exit(e);
+    if (e.get_exit_code() == 0) return app.exit(e);  // --help, --version
+    std::fprintf(stderr, "runner: error: %s (see --help)\n", e.what());  // one line, as every other error
+    return 2;
   }
   // Errors reach the user through ErrorContext as one "runner: error: ..." line; runtime errors are
   // logged only at Debug level, so --verbose (Info) adds load details without repeating them.
