@@ -202,7 +202,8 @@ int run_cli(int argc, const char* const* argv, std::ostream& out, std::ostream& 
                "fixed files (config.json, tokenizer.json, ...) may be symlinks or paths that resolve outside it, "
                "absolute paths included; without it they must resolve inside the folder");
   app.add_option("--example", example, "bundled model to export instead: mlp or cnn");
-  app.add_option("-o,--output", output, "the .pte file to write")->required();
+  // Required, checked after parsing (CLI11 would report a missing -o before an unknown flag).
+  app.add_option("-o,--output", output, "the .pte file to write (required)");
   app.add_option("--input-shape", input_shapes,
                  "NAME=DIMS for an ONNX input, DIMS joined by 'x', each a size, SYM:MIN..MAX, SYM:MAX or SYM "
                  "(e.g. input=batch:1..8x3x224x224); repeatable")
@@ -276,6 +277,10 @@ int run_cli(int argc, const char* const* argv, std::ostream& out, std::ostream& 
     return 1;
   } catch (const std::bad_alloc&) {
     err << "exporter: out of memory while parsing the command line\n";
+    return 1;
+  }
+  if (output.empty()) {
+    err << "exporter: error: --output is required (see --help)\n";
     return 1;
   }
   // What the exporter is doing, for the out-of-memory line (a bad_alloc says nothing by itself).

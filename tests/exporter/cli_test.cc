@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <fstream>
 #include <iterator>
 #include <sstream>
@@ -32,6 +33,20 @@ CliRun run(std::vector<std::string> args) {
 std::vector<uint8_t> read_file(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   return std::vector<uint8_t>(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+}
+
+// Command-line mistakes are one line each; an unknown flag is named even when -o is missing too.
+TEST(CliTest, CommandLineMistakesAreOneLineEach) {
+  CliRun r = run({"--example", "mlp", "--bogus"});
+  EXPECT_EQ(r.code, 1);
+  EXPECT_EQ(r.err, "exporter: error: The following argument was not expected: --bogus (see --help)\n");
+  r = run({"--example", "mlp"});
+  EXPECT_EQ(r.code, 1);
+  EXPECT_EQ(r.err, "exporter: error: --output is required (see --help)\n");
+  r = run({"--example", "mlp", "-o"});
+  EXPECT_EQ(r.code, 1);
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+  EXPECT_EQ(r.err.rfind("exporter: error: ", 0), 0u) << r.err;
 }
 
 TEST(CliTest, ExamplesAreWrittenAndPassTheChecker) {
