@@ -126,6 +126,45 @@ std::string nested_if_bytes(int depth) {
   return m.bytes();
 }
 
+// The same If nesting as wire-format bytes written directly (outermost first; the lengths computed
+// inside out), without protobuf objects: building, serializing or destroying 10,000 nested messages
+// recurses once per level, which overflows the stack under ASan before the importer is reached.
+std::string nested_if_wire_bytes(int depth) {
+  auto varint_size = [](uint64_t v) {
+    size_t n = 1;
+    for (; v >= 0x80; v >>= 7) ++n;
+    return n;
+  };
+  auto put_varint = [](std::string& s, uint64_t v) {
+    for (; v >= 0x80; v >>= 7) s.push_back(static_cast<char>((v & 0x7f) | 0x80));
+    s.push_back(static_cast<char>(v));
+  };
+  // NodeProto: input (1) "cond", output (2) "out", op_type (4) "If"; attribute (5).
+  const std::string node_fixed("\x0a\x04" "cond" "\x12\x03" "out" "\x22\x02" "If", 15);
+  // AttributeProto: name (1) "then_branch", type (20) = GRAPH (5); g (6).
+  const std::string attr_fixed("\x0a\x0b" "then_branch" "\xa0\x01\x05", 16);
+  std::vector<uint64_t> graph(static_cast<size_t>(depth) + 1, 0), attr(graph.size()), node(graph.size());
+  for (size_t i = 1; i < graph.size(); ++i) {
+    attr[i] = attr_fixed.size() + 1 + varint_size(graph[i - 1]) + graph[i - 1];
+    node[i] = node_fixed.size() + 1 + varint_size(attr[i]) + attr[i];
+    graph[i] = 1 + varint_size(node[i]) + node[i];  // GraphProto: node (1)
+  }
+  std::string out("\x08\x08", 2);  // ModelProto: ir_version (1) = 8
+  out += '\x3a';                     // graph (7)
+  put_varint(out, graph.back());
+  for (size_t i = graph.size() - 1; i >= 1; --i) {
+    out += '\x0a';
+    put_varint(out, node[i]);
+    out += node_fixed;
+    out += '\x2a';
+    put_varint(out, attr[i]);
+    out += attr_fixed;
+    out += '\x32';
+    put_varint(out, graph[i - 1]);
+  }
+  return out;
+}
+
 TEST(OnnxImporterLimitsTest, GraphsNestedPastTheRecursionLimitAreRefused) {
   // Model -> graph (1) -> node (2) -> attribute (3) -> graph (4) ...: 32 If levels nest 97 deep
   // and parse (If itself is then refused), 34 go past 100.
@@ -136,8 +175,14 @@ TEST(OnnxImporterLimitsTest, GraphsNestedPastTheRecursionLimitAreRefused) {
   EXPECT_NE(deep.find("messages nest deeper than 100 levels"), std::string::npos) << deep;
   EXPECT_NE(deep.find("in graph.node[0].attribute[0].g.node[0].attribute[0].g."), std::string::npos) << deep;
   // 10,000 levels: no stack overflow in protobuf or in the wire walk.
-  const std::string very = bytes_error(nested_if_bytes(10000));
+  const std::string very = bytes_error(nested_if_wire_bytes(10000));
   EXPECT_NE(very.find("messages nest deeper than 100 levels"), std::string::npos) << very.substr(0, 300);
+  // The hand-written encoding nests like the protobuf-built one: 34 levels are refused for their
+  // depth, 32 parse (and fail later, for other reasons).
+  EXPECT_NE(bytes_error(nested_if_wire_bytes(34)).find("messages nest deeper than 100 levels"), std::string::npos);
+  const std::string shallow = bytes_error(nested_if_wire_bytes(32));
+  EXPECT_EQ(shallow.find("messages nest deeper"), std::string::npos) << shallow;
+  EXPECT_EQ(shallow.find("not an ONNX ModelProto"), std::string::npos) << shallow;
 }
 
 TEST(OnnxImporterLimitsTest, WireWalkAcceptsValidModels) {
