@@ -51,9 +51,11 @@ mkdir -p "$F/corpus-work"
 for h in "${EXPORTER_HARNESSES[@]}"; do
   echo "-- ember_fuzz_$h (30 s)"
   mkdir -p "$F/corpus-work-$h"
+  seeds=("$F/corpus-exporter/$h")   # libFuzzer refuses a missing folder: regressions/ only if present
+  [[ -d "tests/fuzz/regressions/$h" ]] && seeds+=("tests/fuzz/regressions/$h")
   "$F/ember_fuzz_$h" -max_total_time=30 -timeout=10 -rss_limit_mb=2048 -max_len=131072 \
     -dict=tests/fuzz/dict/$h.dict -artifact_prefix="$F/$h-" -print_final_stats=1 \
-    "$F/corpus-work-$h" "$F/corpus-exporter/$h" "tests/fuzz/regressions/$h" 2>&1 | grep -E '^(stat::|Done|==|SUMMARY|ember fuzz finding)'
+    "$F/corpus-work-$h" "${seeds[@]}" 2>&1 | grep -E '^(stat::|Done|==|SUMMARY|ember fuzz finding|ERROR)'
 done
 phase "done"
 echo "== phase times"
