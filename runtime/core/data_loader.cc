@@ -28,15 +28,6 @@ Result<FreeableBuffer> copy_aligned(const uint8_t* src, size_t size, size_t alig
   return FreeableBuffer(copy, size, free_aligned);
 }
 
-const char* file_kind(mode_t mode) {
-  if (S_ISDIR(mode)) return "directory";
-  if (S_ISFIFO(mode)) return "FIFO";
-  if (S_ISCHR(mode)) return "character device";
-  if (S_ISBLK(mode)) return "block device";
-  if (S_ISSOCK(mode)) return "socket";
-  return "unknown type";
-}
-
 // Opens a regular file for reading. O_NONBLOCK: a FIFO's open() returns at once instead of waiting
 // for a writer (and is then refused by the fstat check); reads of a regular file ignore the flag.
 Status open_regular(const char* path, ErrorContext* ctx, int* out_fd, uint64_t* out_size) {
@@ -50,7 +41,7 @@ Status open_regular(const char* path, ErrorContext* ctx, int* out_fd, uint64_t* 
   }
   if (!S_ISREG(st.st_mode)) {
     ::close(fd);
-    return EMBER_FAIL(ctx, Error::InvalidArgument, "'%s' is not a regular file (%s)", path, file_kind(st.st_mode));
+    return EMBER_FAIL(ctx, Error::InvalidArgument, "'%s' is not a regular file (%s)", path, file_kind_name(st.st_mode));
   }
   *out_fd = fd;
   *out_size = static_cast<uint64_t>(st.st_size);
@@ -58,6 +49,18 @@ Status open_regular(const char* path, ErrorContext* ctx, int* out_fd, uint64_t* 
 }
 
 }  // namespace
+
+const char* file_kind_name(uint32_t st_mode) {
+  const mode_t mode = static_cast<mode_t>(st_mode);
+  if (S_ISREG(mode)) return "regular file";
+  if (S_ISDIR(mode)) return "directory";
+  if (S_ISFIFO(mode)) return "FIFO";
+  if (S_ISCHR(mode)) return "character device";
+  if (S_ISBLK(mode)) return "block device";
+  if (S_ISSOCK(mode)) return "socket";
+  if (S_ISLNK(mode)) return "symbolic link";
+  return "unknown file type";
+}
 
 Result<FreeableBuffer> BufferDataLoader::load(uint64_t offset, size_t size, size_t alignment) {
   if (!range_ok(offset, size, size_)) return EMBER_ERROR(Error::InvalidArgument, "range outside buffer");

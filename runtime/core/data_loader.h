@@ -36,6 +36,11 @@ class BufferDataLoader final : public DataLoader {
   size_t size_;
 };
 
+// What kind of file a stat() st_mode describes, for "not a regular file (FIFO)" messages:
+// "regular file", "directory", "FIFO", "character device", "block device", "socket",
+// "symbolic link" or "unknown file type". Shared with the host tools (tools/common/host_io).
+const char* file_kind_name(uint32_t st_mode);
+
 // Reads with pread into aligned heap buffers (platform_aligned_alloc).
 class FileDataLoader final : public DataLoader {
  public:

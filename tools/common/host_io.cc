@@ -9,6 +9,8 @@
 #include <cstring>
 #include <filesystem>
 
+#include "runtime/core/data_loader.h"
+
 namespace ember::tools {
 namespace {
 
@@ -87,17 +89,6 @@ bool same_file(const struct stat& a, uint64_t device, uint64_t inode) {
 }
 
 }  // namespace
-
-const char* file_kind_name(mode_t mode) {
-  if (S_ISREG(mode)) return "regular file";
-  if (S_ISDIR(mode)) return "directory";
-  if (S_ISFIFO(mode)) return "FIFO";
-  if (S_ISCHR(mode)) return "character device";
-  if (S_ISBLK(mode)) return "block device";
-  if (S_ISSOCK(mode)) return "socket";
-  if (S_ISLNK(mode)) return "symbolic link";
-  return "unknown file type";
-}
 
 // ---- ReadLog ------------------------------------------------------------------------------------
 

@@ -37,9 +37,6 @@ class HostIoError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-// "regular file", "directory", "FIFO", "character device", "block device", "socket", "symbolic link".
-const char* file_kind_name(mode_t mode);
-
 // The identity of a file read: device and inode (path only for messages).
 struct FileId {
   std::string path;
