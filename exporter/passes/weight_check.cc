@@ -10,70 +10,47 @@
 namespace ember::exporter {
 namespace {
 
-// Elements whose bits & mask == mask (an all-ones exponent, or the NaN code of an FP8 format).
-// Counted per chunk into a 32-bit accumulator: the loop has no branch and vectorizes.
-template <typename T>
-uint64_t count_all_ones(const uint8_t* data, uint64_t n, T mask) {
-  constexpr uint64_t kChunk = uint64_t{1} << 20;
-  uint64_t total = 0;
-  for (uint64_t begin = 0; begin < n; begin += kChunk) {
-    const uint64_t end = std::min(n, begin + kChunk);
-    uint32_t count = 0;
-    for (uint64_t i = begin; i < end; ++i) {
-      T bits;
-      std::memcpy(&bits, data + i * sizeof(T), sizeof(T));
-      count += static_cast<uint32_t>((bits & mask) == mask);
-    }
-    total += count;
-  }
-  return total;
-}
-
-template <typename T>
-uint64_t first_all_ones(const uint8_t* data, uint64_t n, T mask) {
-  for (uint64_t i = 0; i < n; ++i) {
+// Elements of type T (raw bits) for which `is_bad(bits)` holds, and the first one's index in
+// *first (when there is one and `first` is set). Counted per chunk into a 32-bit accumulator: the
+// loop has no branch and vectorizes; the first index is looked for only when something was found.
+template <typename T, typename Pred>
+uint64_t count_where(const uint8_t* data, uint64_t n, Pred is_bad, uint64_t* first) {
+  auto bits_at = [data](uint64_t i) {
     T bits;
     std::memcpy(&bits, data + i * sizeof(T), sizeof(T));
-    if ((bits & mask) == mask) return i;
-  }
-  return n;
-}
-
-template <typename T>
-uint64_t count_with_first(const uint8_t* data, uint64_t n, T mask, uint64_t* first) {
-  const uint64_t count = count_all_ones<T>(data, n, mask);
-  if (count != 0 && first != nullptr) *first = first_all_ones<T>(data, n, mask);
-  return count;
-}
-
-// NaNs only: elements whose magnitude bits (sign cleared) are above infinity's, i.e. an all-ones
-// exponent with a nonzero mantissa. Branch-free like count_all_ones.
-template <typename T>
-uint64_t count_nan_with_first(const uint8_t* data, uint64_t n, T inf, uint64_t* first) {
-  constexpr T kMagnitude = static_cast<T>(~(T{1} << (8 * sizeof(T) - 1)));
+    return bits;
+  };
   constexpr uint64_t kChunk = uint64_t{1} << 20;
   uint64_t total = 0;
   for (uint64_t begin = 0; begin < n; begin += kChunk) {
     const uint64_t end = std::min(n, begin + kChunk);
     uint32_t count = 0;
-    for (uint64_t i = begin; i < end; ++i) {
-      T bits;
-      std::memcpy(&bits, data + i * sizeof(T), sizeof(T));
-      count += static_cast<uint32_t>(static_cast<T>(bits & kMagnitude) > inf);
-    }
+    for (uint64_t i = begin; i < end; ++i) count += static_cast<uint32_t>(is_bad(bits_at(i)));
     total += count;
   }
   if (total != 0 && first != nullptr) {
     for (uint64_t i = 0; i < n; ++i) {
-      T bits;
-      std::memcpy(&bits, data + i * sizeof(T), sizeof(T));
-      if (static_cast<T>(bits & kMagnitude) > inf) {
+      if (is_bad(bits_at(i))) {
         *first = i;
         break;
       }
     }
   }
   return total;
+}
+
+// NaN or ±Inf: bits & mask == mask (an all-ones exponent, or the NaN code of an FP8 format).
+template <typename T>
+uint64_t count_with_first(const uint8_t* data, uint64_t n, T mask, uint64_t* first) {
+  return count_where<T>(data, n, [mask](T bits) { return (bits & mask) == mask; }, first);
+}
+
+// NaNs only: the magnitude bits (sign cleared) above infinity's (an all-ones exponent with a
+// nonzero mantissa).
+template <typename T>
+uint64_t count_nan_with_first(const uint8_t* data, uint64_t n, T inf, uint64_t* first) {
+  constexpr T kMagnitude = static_cast<T>(~(T{1} << (8 * sizeof(T) - 1)));
+  return count_where<T>(data, n, [inf](T bits) { return static_cast<T>(bits & kMagnitude) > inf; }, first);
 }
 
 std::string float_text(double v) { return std::isnan(v) ? "nan" : v > 0 ? "inf" : "-inf"; }
