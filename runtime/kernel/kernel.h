@@ -40,6 +40,9 @@ const char* format_key(const KernelKey& key, char* out, size_t out_size);
 struct KernelContext {
   ThreadPool* pool = nullptr;  // may be null: run single-threaded
   Span<uint8_t> scratch;       // reset after each kernel call
+  // A device backend's launch state for kernels that run on it (backends/cuda: the stream, library
+  // handles, the device error word); null for host kernels. With it set, scratch is device memory.
+  void* device = nullptr;
 };
 
 // inputs[i].data is null for an absent optional input. Output dims are already set by the shape
