@@ -83,6 +83,32 @@ void check_state_owners(const Graph& graph, const CapabilityManifest& manifest,
   }
 }
 
+// A graph with program state (an LLM step) exported for a backend that owns state (a device: cuda)
+// runs whole on it: every node it cannot take is an error naming the op, never a silent round trip
+// through host memory and the portable kernels (issue 15). "portable" listed explicitly before it
+// allows the mix (check_state_owners still guards the state).
+void check_device_step(const Graph& graph, const CapabilityManifest& manifest, const std::vector<std::string>& backends,
+                       const std::vector<std::string>& node_backend) {
+  if (backends.empty() || backends[0] == kPortableBackend || !manifest.backend_owns_state(backends[0])) return;
+  bool has_state = false;
+  for (const Value& v : graph.values) has_state = has_state || v.is_state();
+  if (!has_state || std::find(backends.begin(), backends.end(), kPortableBackend) != backends.end()) return;
+  std::string missing;
+  size_t count = 0;
+  for (size_t n = 0; n < graph.nodes.size(); ++n) {
+    if (node_backend[n] == backends[0]) continue;
+    const Node& node = graph.nodes[n];
+    if (count++ < 8) {
+      missing += "\n  " + format_node(graph, static_cast<int>(n)) + ": " +
+                 format_signature(to_string(node.op), node_dtypes(graph, node));
+    }
+  }
+  if (count == 0) return;
+  throw ExportError(backends[0] + " cannot run " + std::to_string(count) + " node(s) of this stateful (LLM) graph, and " +
+                    "a step runs whole on its device (add 'portable' to --backends to allow a mix):" + missing +
+                    (count > 8 ? "\n  ..." : ""));
+}
+
 }  // namespace
 
 Partition partition_graph(const Graph& graph, const CapabilityManifest& manifest,
@@ -122,6 +148,7 @@ Partition partition_graph(const Graph& graph, const CapabilityManifest& manifest
     }
     p.node_backend.push_back(chosen);
   }
+  check_device_step(graph, manifest, backends, p.node_backend);
   check_state_owners(graph, manifest, p.node_backend);
   const auto users = graph.users();
   for (size_t n = 0; n < graph.nodes.size();) {

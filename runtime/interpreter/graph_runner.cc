@@ -302,7 +302,7 @@ Status GraphRunner::bind(const GraphView& graph, const KernelRegistry* kernels, 
     view->layout = classify_quant(values_[v].dtype, view->scale_dtype, values_[v].dims[0], values_[v].dims[1],
                                   view->block[0], view->block[1], view->global_scale != nullptr);
     // One scan per bind, so the kernels need not scan the codes at every call.
-    if (values_[v].dtype == ScalarType::F8E4M3FN && values_[v].data != nullptr) {
+    if (values_[v].dtype == ScalarType::F8E4M3FN && values_[v].data != nullptr && !device_memory_) {
       view->nan_codes = e4m3_any_nan_code(static_cast<const uint8_t*>(values_[v].data), values_[v].nbytes());
     }
     values_[v].quant = view;

@@ -59,6 +59,9 @@ class GraphRunner {
   // fails with Internal. For a Method whose whole body a backend runs: the executor still owns its
   // I/O views. Takes the same memory_bytes().
   void set_values_only(bool values_only) { values_only_ = values_only; }
+  // Before bind(): the values' bytes are device memory the host must not read (backends/cuda). bind()
+  // then reads none of them (the FP8 NaN-code scan is skipped: QuantView::nan_codes stays true).
+  void set_device_memory(bool device_memory) { device_memory_ = device_memory; }
 
   // Binds delegate calls: `delegates[i]` runs DelegateCall index i. Borrowed; must outlive the
   // runner. A graph with delegate calls and none bound fails at run() (Internal).
@@ -130,6 +133,7 @@ class GraphRunner {
   uint32_t instruction_count_ = 0;
   uint32_t symbol_count_ = 0;
   bool values_only_ = false;
+  bool device_memory_ = false;
 };
 
 }  // namespace ember
