@@ -50,6 +50,7 @@ mkdir -p "$out"
 log=$out/test_gpu.log
 export LD_LIBRARY_PATH=$PWD/build/gpu/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
 export EMBER_SOURCE_DIR=$PWD EMBER_BINARY_DIR=$PWD/build/gpu EMBER_LLM_CHECKPOINTS=$PWD/build/gpu/llm_checkpoints
+export EMBER_LLM_TEST_DATA=$PWD/tests/data/llm
 export PATH=/usr/local/cuda/bin:$PATH
 exec > >(tee "$log") 2>&1
 echo "== test_gpu.sh $(date -u +%FT%TZ) on $(hostname)"
@@ -65,6 +66,34 @@ for bin in build/gpu/bin/ember_*_test; do
     failed=$((failed + 1)); failures+=("$name"); echo "FAIL $name ($(( $(date +%s) - start )) s)"
   fi
 done
+# runner end to end: each tiny checkpoint exported here (f32 / bf16 / FP8 weights), `--backends cuda`
+# generates the same greedy ids as the portable CPU run of the same program; --info shows the device
+# bytes.
+if [[ -z ${2:-} || cuda_runner =~ $filter ]]; then
+  mkdir -p "$out/runner"
+  for ck in qwen3_f32 qwen3_bf16 qwen3_fp8 llama_f32 qwen2_bf16; do
+    pte=$out/runner/$ck.pte
+    if ! build/gpu/bin/exporter "$EMBER_LLM_CHECKPOINTS/$ck" -o "$pte" > "$out/runner/$ck.export.log" 2>&1; then
+      failed=$((failed + 1)); failures+=("runner:$ck:export"); echo "FAIL runner $ck: export"; tail -3 "$out/runner/$ck.export.log"; continue
+    fi
+    args=(--program "$pte" --prompt "The capital of France is" --max-new-tokens 24 --ignore-eos --print-ids)
+    build/gpu/bin/runner "${args[@]}" --backends portable > "$out/runner/$ck.cpu.txt" 2> "$out/runner/$ck.cpu.err"
+    cpu_rc=$?
+    build/gpu/bin/runner "${args[@]}" --backends cuda > "$out/runner/$ck.cuda.txt" 2> "$out/runner/$ck.cuda.err"
+    cuda_rc=$?
+    cpu_ids=$(grep '^generated ids:' "$out/runner/$ck.cpu.txt"); cuda_ids=$(grep '^generated ids:' "$out/runner/$ck.cuda.txt")
+    if [[ $cpu_rc -eq 0 && $cuda_rc -eq 0 && -n $cpu_ids && $cpu_ids == "$cuda_ids" ]]; then
+      passed=$((passed + 1)); echo "PASS runner --backends cuda $ck: $cuda_ids"
+      grep -h 'decode:' "$out/runner/$ck.cuda.err" | sed 's/^/    cuda /'
+    else
+      failed=$((failed + 1)); failures+=("runner:$ck")
+      echo "FAIL runner --backends cuda $ck (rc cpu $cpu_rc, cuda $cuda_rc)"; echo "  cpu:  $cpu_ids"; echo "  cuda: $cuda_ids"
+      tail -3 "$out/runner/$ck.cuda.err"
+    fi
+  done
+  build/gpu/bin/runner --info "$out/runner/qwen3_f32.pte" --backends cuda > "$out/runner/info.txt" 2>&1
+  grep -E 'runs on|-> cuda|device' "$out/runner/info.txt" | head -8
+fi
 sanitizer_failed=0
 if [[ ${EMBER_GPU_SANITIZE:-1} != 0 ]] && command -v compute-sanitizer > /dev/null; then
   for tool in memcheck racecheck; do

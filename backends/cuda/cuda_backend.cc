@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <mutex>
 #include <new>
@@ -853,6 +854,16 @@ class CudaBackend final : public Backend {
     h.lc.lt_workspace_bytes = l.workspace_bytes;
     h.lc.error_word = h.d_status;
     h.lc.sm_count = device_info().sm_count;
+    // EMBER_CUDA_NUMERICS=exact: every linear in f32 from exactly decoded weights (tests; slower at
+    // large batches); fast (default): bf16 tensor cores beyond the GEMV path (README "Numerics").
+    if (const char* numerics = std::getenv("EMBER_CUDA_NUMERICS")) {
+      if (std::strcmp(numerics, "exact") == 0) {
+        h.lc.exact = true;
+      } else if (std::strcmp(numerics, "fast") != 0) {
+        return EMBER_FAIL(ctx.error, Error::InvalidArgument, "cuda: EMBER_CUDA_NUMERICS='%s': expected exact or fast",
+                          numerics);
+      }
+    }
     h.lc.gemm = gemm_cache_create();
     if (h.lc.gemm == nullptr) return EMBER_FAIL(ctx.error, Error::OutOfMemory, "cuda: GEMM plan cache");
 

@@ -355,3 +355,74 @@ TEST(CudaLlm, ASequenceAloneAndInABatchOf32GetTheSameIds) {
 
 }  // namespace
 }  // namespace ember
+
+namespace ember {
+namespace {
+
+// Serves every device request of the cuda backend and has no memory: the load fails with
+// OutOfMemory naming what was asked, and cleans up.
+class NoDeviceMemory final : public DeviceAllocator {
+ public:
+  bool serves(const AllocationRequest& r) const override { return r.domain == MemoryDomain::Device; }
+  void* allocate(const AllocationRequest& r) override {
+    ++asked;
+    return nullptr;
+  }
+  void deallocate(const AllocationRequest&, void*) noexcept override {}
+  int asked = 0;
+};
+
+TEST(CudaLlm, TooLittleDeviceMemoryIsOutOfMemoryNamingTheRequest) {
+  if (!HaveGpu()) return;
+  auto rt = MakeRuntime(true);
+  NoDeviceMemory none;
+  rt->context.device_allocator = &none;
+  const Exported& e = Export("qwen3_f32");
+  const Load load({"cuda"});
+  testing::LoadedMethod lm(e.portable, rt->context, load.options);
+  ASSERT_FALSE(lm.ok());
+  EXPECT_EQ(lm.error(), Error::OutOfMemory) << lm.ctx().message;
+  EXPECT_NE(std::string(lm.ctx().message).find("bytes of device memory"), std::string::npos) << lm.ctx().message;
+  EXPECT_GT(none.asked, 0);
+}
+
+// A token id outside the vocabulary: the device reports it, the step fails with InvalidArgument
+// naming the op, and the next good step runs.
+TEST(CudaLlm, ATokenIdOutsideTheVocabularyFailsTheStep) {
+  if (!HaveGpu()) return;
+  auto rt = MakeRuntime(true);
+  const Exported& e = Export("qwen3_f32");
+  const Load load({"cuda"});
+  testing::LoadedMethod lm(e.portable, rt->context, load.options);
+  ASSERT_TRUE(lm.ok()) << lm.ctx().message;
+  Method& m = lm.method();
+  auto run = [&](int32_t token, ErrorContext* ctx) {
+    const std::vector<std::pair<std::vector<int64_t>, std::vector<int32_t>>> ints = {
+        {{1}, {token}}, {{1}, {0}}, {{1}, {0}}, {{1, 16}, std::vector<int32_t>(16, 0)}, {{1}, {1}}, {{2}, {0, 1}}, {{1}, {0}}};
+    for (size_t k = 0; k < ints.size(); ++k) {
+      EXPECT_TRUE(m.set_input_sizes(k, Span<const int64_t>(ints[k].first.data(), ints[k].first.size()), ctx).is_ok());
+      std::memcpy(m.input(k).value().data, ints[k].second.data(), ints[k].second.size() * 4);
+    }
+    const float zero = 0.0f, one = 1.0f;
+    const int32_t izero = 0;
+    const int64_t s1[1] = {1}, h[2] = {1, 1};
+    for (size_t k = 7; k < 15; ++k) {
+      EXPECT_TRUE(m.set_input_sizes(k, Span<const int64_t>(k == 13 ? h : s1, k == 13 ? 2 : 1), ctx).is_ok());
+      const void* src = k == 7 ? static_cast<const void*>(&zero)
+                        : (k == 9 || k == 10) ? static_cast<const void*>(&one)
+                                              : static_cast<const void*>(&izero);
+      std::memcpy(m.input(k).value().data, src, 4);
+    }
+    return m.execute(ctx);
+  };
+  ErrorContext bad;
+  const Status s = run(e.vocab + 5, &bad);
+  ASSERT_FALSE(s.is_ok());
+  EXPECT_EQ(s.code(), Error::InvalidArgument);
+  EXPECT_NE(std::string(bad.message).find("embedding"), std::string::npos) << bad.message;
+  ErrorContext good;
+  EXPECT_TRUE(run(7, &good).is_ok()) << good.message;
+}
+
+}  // namespace
+}  // namespace ember

@@ -19,6 +19,11 @@
 #include "runtime/llm/engine.h"
 #include "tests/common/program_util.h"
 #include "tests/runtime/llm/tokenizer_test_util.h"
+#if EMBER_NO_HEAP_CUDA
+#include <cuda_runtime.h>
+
+#include "backends/cuda/register.h"
+#endif
 
 #if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
 #error "no_heap_test replaces malloc; build it without sanitizers"
@@ -167,7 +172,7 @@ TEST(TokenizerNoHeapTest, LoadEncodeDecodeAndStreamAllocateNothing) {
 // step. `sim`: the sim backend registered; `backends`: LoadOptions::backends.
 void ExpectStepsAfterTheFirstAllocateNothing(const std::vector<uint8_t>& bytes, int32_t vocab, bool emit_logits,
                                              bool sim, const std::vector<const char*>& backends,
-                                             const char* runs_on) {
+                                             const char* runs_on, bool cuda = false) {
   const SymbolValue blocks{"num_blocks", 32};
   LoadOptions load;
   load.symbols = Span<const SymbolValue>(&blocks, 1);
@@ -176,6 +181,9 @@ void ExpectStepsAfterTheFirstAllocateNothing(const std::vector<uint8_t>& bytes, 
   runtime.threads = 2;
   runtime.sim_backend = sim;
   ember::testing::Runtime rt(runtime);
+#if EMBER_NO_HEAP_CUDA
+  if (cuda) ASSERT_TRUE(backends::cuda::register_backend(*rt.backends).is_ok());
+#endif
   ember::testing::LoadedMethod lm(bytes, rt.context, load);
   ASSERT_TRUE(lm.ok()) << lm.ctx().message;
   const MethodMeta meta = lm.method().meta();
@@ -229,7 +237,8 @@ exporter::hf::StepImport ImportStep(bool emit_logits) {
   options.max_context = 64;
   options.block_size = 4;
   options.emit_logits = emit_logits;
-  return exporter::hf::import_step(std::string(EMBER_LLM_CHECKPOINTS) + "/qwen3_bf16", options);
+  const char* dir = std::getenv("EMBER_LLM_CHECKPOINTS");  // the GPU machine's copy (scripts/test_gpu.sh)
+  return exporter::hf::import_step(std::string(dir != nullptr ? dir : EMBER_LLM_CHECKPOINTS) + "/qwen3_bf16", options);
 }
 
 // With and without the logits output (the exporter's default has none).
@@ -263,6 +272,30 @@ TEST(EngineNoHeapTest, StepsOnSimAfterTheFirstAllocateNothing) {
     }
   }
 }
+
+#if EMBER_NO_HEAP_CUDA
+// On the cuda backend (ember_cuda_no_heap_test, label gpu): the portable step taken whole and the step
+// exported for cuda; a replayed CUDA graph per step, pinned staging, no host allocation.
+TEST(EngineNoHeapTest, StepsOnCudaAfterTheFirstAllocateNothing) {
+  int count = 0;
+  ASSERT_TRUE(cudaGetDeviceCount(&count) == cudaSuccess && count > 0) << "no CUDA GPU (label gpu: scripts/test_gpu.sh)";
+  for (bool emit_logits : {false, true}) {
+    SCOPED_TRACE(emit_logits ? "with logits" : "without logits");
+    exporter::hf::StepImport a = ImportStep(emit_logits), b = ImportStep(emit_logits);
+    const int32_t vocab = static_cast<int32_t>(a.config.vocab_size);
+    const std::vector<uint8_t> portable = ember::testing::export_program(std::move(a.graph)).program.bytes;
+    const std::vector<uint8_t> cuda = ember::testing::export_program(std::move(b.graph), {"cuda"}).program.bytes;
+    {
+      SCOPED_TRACE("whole method on cuda");
+      ExpectStepsAfterTheFirstAllocateNothing(portable, vocab, emit_logits, false, {"cuda"}, "cuda", true);
+    }
+    {
+      SCOPED_TRACE("GRAPH delegate on cuda");
+      ExpectStepsAfterTheFirstAllocateNothing(cuda, vocab, emit_logits, false, {}, "cuda", true);
+    }
+  }
+}
+#endif
 
 }  // namespace
 }  // namespace ember::llm
