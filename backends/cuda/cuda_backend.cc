@@ -551,6 +551,7 @@ Status capture(DelegateHandle& h, uint32_t b, ErrorContext* ctx) {
 class CudaBackend final : public Backend {
  public:
   bool is_available(const RuntimeContext&) const override { return device_info().present; }
+  const char* unavailable_reason(const RuntimeContext&) const override { return device_info().why; }
 
   bool supports(const RuntimeContext&, const KernelKey& key) const override { return registry().find(key) != nullptr; }
 

@@ -137,6 +137,8 @@ class Backend {
  public:
   virtual ~Backend() = default;
   virtual bool is_available(const RuntimeContext& runtime) const = 0;
+  // Why is_available() is false, for load errors and --info ("no CUDA device (...)"); "" = no detail.
+  virtual const char* unavailable_reason(const RuntimeContext& runtime) const { return ""; }
 
   // Capabilities. Can this backend run one instruction with this signature: the op, the dtype of
   // each argument, the dim order and the weight's quant layout? The capabilities tool writes the

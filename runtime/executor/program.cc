@@ -98,7 +98,9 @@ Status Program::choose_backends(ErrorContext* ctx) {
         const Backend* backend = rt.backends->find(priority_[b]);
         char why[112] = {0};
         if (!backend->is_available(rt)) {
-          std::snprintf(why, sizeof(why), "%s unavailable", priority_[b]);
+          const char* detail = backend->unavailable_reason(rt);
+          std::snprintf(why, sizeof(why), detail[0] != '\0' ? "%s unavailable (%s)" : "%s unavailable%s", priority_[b],
+                        detail);
         } else if (supports_graph(*backend, priority_[b], rt, *method.graph(), why, sizeof(why))) {
           body.backend = backend;
           body.name = priority_[b];
@@ -136,7 +138,9 @@ Status Program::choose_backends(ErrorContext* ctx) {
         const bool own = std::strcmp(candidates[c], exported) == 0;
         char why[112] = {0};
         if (!backend->is_available(rt)) {
-          std::snprintf(why, sizeof(why), "%s unavailable", candidates[c]);
+          const char* detail = backend->unavailable_reason(rt);
+          std::snprintf(why, sizeof(why), detail[0] != '\0' ? "%s unavailable (%s)" : "%s unavailable%s", candidates[c],
+                        detail);
         } else if (del.format() != fb::DelegateFormat::Graph) {
           if (own) {
             choice.backend = backend;
