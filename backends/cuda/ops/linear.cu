@@ -17,7 +17,10 @@
 //    the activations quantized per token as the reference does, then an FP8 E4M3 GEMM with
 //    OUTER_VEC_32F scales (per-channel weight scale, per-token activation scale) when K and N are
 //    multiples of 16; else (or when cuBLASLt refuses FP8) the same codes decoded to bf16 (exact)
-//    through a bf16 GEMM with f32 accumulation.
+//    through a bf16 GEMM with f32 accumulation. Seen on an H200 (CUDA 13.0 toolkit's cuBLASLt):
+//    the heuristic refused the OUTER_VEC plan with f32 C/D for N = 144, K = 256, M = 9 / 33 / 130,
+//    and the per-tensor (unit scale) FP8 plan, with s_x · s_w applied by the epilogue kernel,
+//    ran instead (the second try below); why OUTER_VEC was refused is not known yet.
 //  - The epilogue kernel multiplies per-row / per-column scales and adds the bias in one pass.
 // W8A8 with a 2-D block scale, as the reference (which rejects it), writes NaN; MXFP8 / NVFP4
 // ignore activation_quant, as the reference does.
