@@ -13,10 +13,14 @@ run cut short by the 10-minute device limit resumes where it stopped):
   checkpoint  the checkpoint, written with torch on the GPU and safetensors, sharded (<= 4 GiB
               each, model.safetensors.index.json), timed; the tokenizer is the 1153-id test tokenizer
               (not padded: the runner skips sampled ids without a token);
-  export      exporter CKPT --max-seqs 512 --max-tokens 8192 --max-context 128 (bf16, then --quantize
-              fp8), each timed; --max-tokens is max batch x prompt tokens, so a batch's whole prefill
-              is one step and every later step is a pure decode step;
-  ember       runner --program X.pte --backends cuda --prompts-file P --max-new-tokens 64
+  export      exporter CKPT --max-seqs 512 --max-tokens 8192 --max-context 128 --backends cuda (bf16,
+              then --quantize fp8), each timed; --max-tokens is max batch x prompt tokens, so a batch's
+              whole prefill is one step and every later step is a pure decode step. --backends cuda
+              needs the capability manifest: BIN/capabilities.json or BIN/../capabilities.json
+              (build/gpu/capabilities.json), or --manifest;
+  ember       runner --info X.pte --backends cuda first: the runs count only when a listed backend
+              (not the portable kernels) runs the step; then
+              runner --program X.pte --backends cuda --prompts-file P --max-new-tokens 64
               --ignore-eos --temperature 0 --repetition-penalty 1, for each dtype and batch; the
               runner's "decode: N tokens in S s (R tok/s)" line is the figure (N = tokens fed back,
               batch x 63; S = the time of the pure decode steps). A failed run is recorded with its
@@ -213,8 +217,11 @@ class Bench:
         return os.path.join(self.work, f"model_{fmt}.pte")
 
     def export_flags(self):
-        return ["--max-seqs", str(max(self.batches)), "--max-tokens", str(self.max_tokens),
-                "--max-context", str(self.args.max_context)]
+        flags = ["--max-seqs", str(max(self.batches)), "--max-tokens", str(self.max_tokens),
+                 "--max-context", str(self.args.max_context)]
+        if self.args.export_backends:
+            flags += ["--backends", self.args.export_backends]
+        return flags
 
     def manifest(self):
         if self.args.manifest:
@@ -459,12 +466,21 @@ class Bench:
             source = "random ids (no runner to encode the Ember prompts)"
         log = os.path.join(self.logs, "hf.log")
         t0 = time.time()
-        kwargs = dict(attn_implementation=self.args.hf_attn)
-        try:
-            model = transformers.AutoModelForCausalLM.from_pretrained(self.ckpt, dtype=torch.bfloat16, device_map=str(device), **kwargs)
-        except (TypeError, ValueError, ImportError) as e:  # older transformers, or no accelerate for device_map
-            print(f"hf: from_pretrained(device_map=...) failed ({e}); loading on the host, then .to({device})", flush=True)
-            model = transformers.AutoModelForCausalLM.from_pretrained(self.ckpt, torch_dtype=torch.bfloat16, **kwargs).to(device)
+        # transformers 5 takes dtype= (4.x torch_dtype=); device_map may want accelerate: fall back.
+        model = None
+        for extra in ({"dtype": torch.bfloat16, "device_map": str(device)}, {"dtype": torch.bfloat16},
+                      {"torch_dtype": torch.bfloat16}):
+            try:
+                model = transformers.AutoModelForCausalLM.from_pretrained(
+                    self.ckpt, attn_implementation=self.args.hf_attn, **extra)
+                break
+            except (TypeError, ValueError, ImportError) as e:
+                print(f"hf: from_pretrained({', '.join(extra)}) failed ({str(e).splitlines()[0][:200]}); trying without", flush=True)
+        if model is None:
+            raise RuntimeError("transformers could not load the checkpoint (see above)")
+        if model.dtype != torch.bfloat16:
+            model = model.to(torch.bfloat16)
+        model = model.to(device)
         model.eval()
         sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
         sync()
@@ -720,8 +736,8 @@ def error_line(p):
 def cell_error(r):
     if r is None:
         return "(not run)"
-    text = r.get("error", "?")
-    text = text if len(text) <= 90 else text[:87] + "..."
+    text = r.get("error", "?").replace("runner --info: ", "").replace("runner: error: ", "")
+    text = text if len(text) <= 120 else text[:117] + "..."
     if r.get("skipped"):
         return "skipped (below)"
     return "error: " + text.replace("|", "\\|")
@@ -741,6 +757,8 @@ def main(argv=None):
     ap.add_argument("--manifest", help="capabilities.json for the exporter (default: BIN/ or BIN/../capabilities.json if there)")
     ap.add_argument("--tokenizer-src", help="checkpoint folder whose tokenizer is used (default: qwen2_bf16 of the test checkpoints)")
     ap.add_argument("--backends", help="runner --backends (default cuda; tiny: portable)")
+    ap.add_argument("--export-backends",
+                    help="exporter --backends (default cuda, which needs the capability manifest; tiny: the exporter's default)")
     ap.add_argument("--device", help="torch device of the checkpoint, hf and roofline stages (default cuda; tiny: cpu)")
     ap.add_argument("--dtypes", default="bf16,fp8", help="programs to export and run (llm_decode.FORMATS)")
     ap.add_argument("--batches", default="1,8,32,128,512")
@@ -767,9 +785,11 @@ def main(argv=None):
     if args.tiny:
         args.work = args.work or "/tmp/ember_bench_tiny"
         args.backends = args.backends or "portable"
+        args.export_backends = args.export_backends or ""
         args.copy_gib = args.copy_gib if args.copy_gib is not None else 0.25
     args.work = args.work or "/tmp/ember_bench"
     args.backends = args.backends or "cuda"
+    args.export_backends = "cuda" if args.export_backends is None else args.export_backends
     args.copy_gib = args.copy_gib if args.copy_gib is not None else 4.0
     args.out = args.out or os.environ.get("OUT") or os.path.join(args.work, "out")
     stages = args.stages or list(STAGES)
