@@ -467,7 +467,7 @@ class Bench:
         log = os.path.join(self.logs, "hf.log")
         t0 = time.time()
         # transformers 5 takes dtype= (4.x torch_dtype=); device_map may want accelerate: fall back.
-        model = None
+        model, errors = None, []
         for extra in ({"dtype": torch.bfloat16, "device_map": str(device)}, {"dtype": torch.bfloat16},
                       {"torch_dtype": torch.bfloat16}):
             try:
@@ -475,9 +475,12 @@ class Bench:
                     self.ckpt, attn_implementation=self.args.hf_attn, **extra)
                 break
             except (TypeError, ValueError, ImportError) as e:
-                print(f"hf: from_pretrained({', '.join(extra)}) failed ({str(e).splitlines()[0][:200]}); trying without", flush=True)
+                errors.append(f"from_pretrained({', '.join(extra)}): {str(e).splitlines()[0][:200] if str(e) else type(e).__name__}")
+                print(f"hf: {errors[-1]}; trying without", flush=True)
         if model is None:
-            raise RuntimeError("transformers could not load the checkpoint (see above)")
+            for b in todo:
+                self.save(f"hf_b{b}", {"ok": False, "error": "transformers cannot load the checkpoint: " + errors[-1]})
+            return
         if model.dtype != torch.bfloat16:
             model = model.to(torch.bfloat16)
         model = model.to(device)
@@ -504,7 +507,14 @@ class Bench:
                 raise RuntimeError(f"generate returned {tuple(out.shape)}, expected {(ids.shape[0], ids.shape[1] + new)}")
             return dt
 
-        generate(ids_all[:1].to(device), 2)  # warm-up: kernels, cuBLAS handles, allocator
+        try:
+            generate(ids_all[:1].to(device), 2)  # warm-up: kernels, cuBLAS handles, allocator
+        except Exception as e:  # noqa: BLE001
+            msg = f"warm-up generate: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"[:300]
+            for b in todo:
+                self.save(f"hf_b{b}", {"ok": False, "error": msg})
+            print(f"hf: FAILED: {msg}", flush=True)
+            return
         with open(log, "a") as lf:
             lf.write(f"# {utc_now()} transformers {transformers.__version__} torch {torch.__version__} device {device} "
                      f"attention {attn}, load {load_s:.1f} s, prompts: {source}\n")
