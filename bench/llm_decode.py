@@ -93,7 +93,7 @@ WORDS = ("the quick brown fox jumps over a lazy dog while seven small birds sing
 # ---- checkpoint -------------------------------------------------------------------------------
 
 def tensor_shapes(c):
-    """[(HF name, shape)] of a Qwen2 checkpoint with tied embeddings."""
+    """[(HF name, shape)] of a Qwen2 checkpoint (with lm_head.weight when the embeddings are untied)."""
     hidden, inter, hd = c["hidden_size"], c["intermediate_size"], c["hidden_size"] // c["num_attention_heads"]
     q_out, kv_out = c["num_attention_heads"] * hd, c["num_key_value_heads"] * hd
     shapes = [("model.embed_tokens.weight", (c["vocab_size"], hidden))]
@@ -107,7 +107,14 @@ def tensor_shapes(c):
                    (p + "mlp.down_proj.weight", (hidden, inter)),
                    (p + "input_layernorm.weight", (hidden,)), (p + "post_attention_layernorm.weight", (hidden,))]
     shapes.append(("model.norm.weight", (hidden,)))
+    if not c.get("tie_word_embeddings", True):
+        shapes.append(("lm_head.weight", (c["vocab_size"], hidden)))
     return shapes
+
+
+def is_norm_weight(name):
+    """Norm weights are written as ones, every other tensor as N(0, 0.02^2)."""
+    return name.endswith("norm.weight")
 
 
 def f32_to_bf16_bits(x):
@@ -116,12 +123,14 @@ def f32_to_bf16_bits(x):
     return ((u + np.uint32(0x7FFF) + ((u >> np.uint32(16)) & np.uint32(1))) >> np.uint32(16)).astype(np.uint16)
 
 
-def write_checkpoint(ckpt_dir, config, pad_tokenizer):
-    """config.json, generation_config.json, tokenizer files and model.safetensors (written by hand,
-    streaming: 8-byte little-endian header length, JSON header, raw little-endian data)."""
+def write_checkpoint_metadata(ckpt_dir, config, pad_tokenizer, tokenizer_src=None):
+    """config.json (bos / eos ids from the tokenizer's checkpoint), generation_config.json and the
+    tokenizer files of `tokenizer_src` (default TOKENIZER_SRC; padded up to vocab_size when
+    `pad_tokenizer`). Returns the config as written."""
+    tokenizer_src = tokenizer_src or TOKENIZER_SRC
     os.makedirs(ckpt_dir, exist_ok=True)
-    shutil.copyfile(os.path.join(TOKENIZER_SRC, "tokenizer_config.json"), os.path.join(ckpt_dir, "tokenizer_config.json"))
-    with open(os.path.join(TOKENIZER_SRC, "tokenizer.json"), encoding="utf-8") as f:
+    shutil.copyfile(os.path.join(tokenizer_src, "tokenizer_config.json"), os.path.join(ckpt_dir, "tokenizer_config.json"))
+    with open(os.path.join(tokenizer_src, "tokenizer.json"), encoding="utf-8") as f:
         tok = json.load(f)
     if pad_tokenizer:  # special added tokens <|pad_ID|> up to vocab_size - 1 (see the module doc)
         first = len(tok["model"]["vocab"]) + len(tok["added_tokens"])
@@ -130,16 +139,22 @@ def write_checkpoint(ckpt_dir, config, pad_tokenizer):
                                 for i in range(first, config["vocab_size"])]
     with open(os.path.join(ckpt_dir, "tokenizer.json"), "w", encoding="utf-8") as f:
         json.dump(tok, f, ensure_ascii=False)
-    with open(os.path.join(TOKENIZER_SRC, "generation_config.json")) as f:
+    with open(os.path.join(tokenizer_src, "generation_config.json")) as f:
         gen = json.load(f)
-    with open(os.path.join(TOKENIZER_SRC, "config.json")) as f:
+    with open(os.path.join(tokenizer_src, "config.json")) as f:
         src = json.load(f)
     config = dict(config, bos_token_id=src["bos_token_id"], eos_token_id=src["eos_token_id"])
     with open(os.path.join(ckpt_dir, "config.json"), "w") as f:
         json.dump(config, f, indent=2, sort_keys=True)
     with open(os.path.join(ckpt_dir, "generation_config.json"), "w") as f:
         json.dump(gen, f, indent=2, sort_keys=True)
+    return config
 
+
+def write_checkpoint(ckpt_dir, config, pad_tokenizer):
+    """write_checkpoint_metadata, then model.safetensors (written by hand, streaming: 8-byte
+    little-endian header length, JSON header, raw little-endian data)."""
+    config = write_checkpoint_metadata(ckpt_dir, config, pad_tokenizer)
     shapes = tensor_shapes(config)
     header, offset = {"__metadata__": {"format": "pt"}}, 0
     for name, shape in shapes:
@@ -154,7 +169,7 @@ def write_checkpoint(ckpt_dir, config, pad_tokenizer):
         f.write(blob)
         for name, shape in shapes:
             count = int(np.prod(shape))
-            if name.endswith("norm.weight"):
+            if is_norm_weight(name):
                 f.write(f32_to_bf16_bits(np.ones(count, np.float32)).tobytes())
                 continue
             rng = np.random.default_rng(np.random.SeedSequence([SEED, zlib.crc32(name.encode())]))
@@ -201,13 +216,20 @@ DECODE_RE = re.compile(r"prefill: (\d+) tokens in ([\d.]+) s \(([\d.]+) tok/s\);
                        r"decode: (\d+) tokens in ([\d.]+) s \(([\d.]+) tok/s\)")
 
 
-def run(cmd, log):
+def run(cmd, log, check=True, timeout=None):
+    """Runs `cmd`, writes its command line, status and output to `log`; returns (process, seconds).
+    check: exit the script when it fails. timeout (s): on expiry the process gets returncode 124."""
     t0 = time.time()
-    p = subprocess.run(cmd, capture_output=True, text=True)
+    try:
+        p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired as e:
+        as_text = lambda b: b.decode(errors="replace") if isinstance(b, bytes) else (b or "")  # noqa: E731
+        p = subprocess.CompletedProcess(cmd, 124, as_text(e.stdout),
+                                        as_text(e.stderr) + f"\ntimed out after {timeout} s\n")
     dt = time.time() - t0
     with open(log, "w") as f:
         f.write("$ " + " ".join(cmd) + f"\n# rc {p.returncode}, {dt:.1f} s\n--- stdout\n{p.stdout}\n--- stderr\n{p.stderr}")
-    if p.returncode != 0:
+    if p.returncode != 0 and check:
         sys.exit(f"failed (rc {p.returncode}, log {log}):\n$ {' '.join(cmd)}\n{p.stderr[-3000:]}")
     return p, dt
 
