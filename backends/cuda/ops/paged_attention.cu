@@ -28,6 +28,7 @@ namespace {
 
 constexpr int kThreads = 128;      // attend / combine CTA size (4 warps)
 constexpr int kTile = 32;          // positions per shared-memory tile (one per lane in the softmax step)
+constexpr int kStageUnroll = 8;    // K/V elements each thread loads per staging round
 constexpr int kMaxGroup = 8;       // query heads per CTA (a larger GQA group is split in chunks)
 constexpr int kMaxHeadDim = 256;
 constexpr int kMinSplit = 256;     // positions: a split is never shorter (unless the context is)
@@ -277,16 +278,33 @@ __global__ void __launch_bounds__(kThreads) attend_kernel(Params p) {
       s_base[tid] = base;
     }
     __syncthreads();
-    for (int i = tid; i < n * D; i += blockDim.x) {
-      const int j = i / D, d = i - j * D;
-      const int64_t base = s_base[j];
-      float kx = 0.0f, vx = 0.0f;
-      if (base >= 0) {
-        kx = load_code<kKind>(p.k_cache, base + d, p.kv_scale);
-        vx = load_code<kKind>(p.v_cache, base + d, p.kv_scale);
+    // Coalesced (consecutive threads, consecutive d); kStageUnroll loads in flight per thread
+    // before the first shared-memory store.
+    for (int i0 = 0; i0 < n * D; i0 += kThreads * kStageUnroll) {
+      float kx[kStageUnroll], vx[kStageUnroll];
+#pragma unroll
+      for (int u = 0; u < kStageUnroll; ++u) {
+        const int i = i0 + u * kThreads + tid;
+        kx[u] = 0.0f;
+        vx[u] = 0.0f;
+        if (i < n * D) {
+          const int j = i / D;
+          const int64_t base = s_base[j];
+          if (base >= 0) {
+            kx[u] = load_code<kKind>(p.k_cache, base + (i - j * D), p.kv_scale);
+            vx[u] = load_code<kKind>(p.v_cache, base + (i - j * D), p.kv_scale);
+          }
+        }
       }
-      s_k[j * (D + 1) + d] = kx;
-      s_v[j * D + d] = vx;
+#pragma unroll
+      for (int u = 0; u < kStageUnroll; ++u) {
+        const int i = i0 + u * kThreads + tid;
+        if (i < n * D) {
+          const int j = i / D, d = i - j * D;
+          s_k[j * (D + 1) + d] = kx[u];
+          s_v[j * D + d] = vx[u];
+        }
+      }
     }
     __syncthreads();
     // Scores: one (head, position) pair per thread; a warp shares the head (q broadcast).
