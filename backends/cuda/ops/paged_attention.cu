@@ -33,6 +33,7 @@ constexpr int kMaxGroup = 8;       // query heads per CTA (a larger GQA group is
 constexpr int kMaxHeadDim = 256;
 constexpr int kMinSplit = 256;     // positions: a split is never shorter (unless the context is)
 constexpr int64_t kTargetCtas = 1024;  // splits are added until the grid has about this many CTAs
+constexpr int kMaxSplits = 1024;       // make_plan never exceeds it (splits <= kTargetCtas)
 
 enum CacheKind : int { kF32 = 0, kBF16 = 1, kF16 = 2, kF8 = 3 };
 
@@ -332,10 +333,12 @@ __global__ void __launch_bounds__(kThreads) attend_kernel(Params p) {
         w = expf(score - m_new);      // 0 for masked positions; NaN scores stay NaN
       }
       const float sum = warp_sum(w);
-      s_p[g * kTile + lane] = w;
+      const float l_old = s_l[g];
+      s_p[g * kTile + lane] = w;  // this lane's own element
+      __syncwarp();               // every lane has read s_m[g] / s_l[g] before lane 0 replaces them
       if (lane == 0) {
         s_m[g] = m_new;
-        s_l[g] = s_l[g] * alpha + sum;
+        s_l[g] = l_old * alpha + sum;
         s_alpha[g] = alpha;
       }
     }
@@ -369,7 +372,9 @@ __global__ void __launch_bounds__(kThreads) attend_kernel(Params p) {
 // ---- 3. combine ------------------------------------------------------------------------------------
 
 __global__ void __launch_bounds__(kThreads) combine_kernel(Params p) {
-  extern __shared__ float s_w[];  // [splits] weight of each split
+  // The weight of each split. Static and padded: ptxas may merge the remainder loop's loads into
+  // one wider load past `used`, which must stay inside the array (compute-sanitizer memcheck).
+  __shared__ float s_w[kMaxSplits + 4];
   __shared__ float s_part[kThreads / 32];
   const int t = blockIdx.x, h = blockIdx.y, D = p.dim;
   float* out = p.out + (static_cast<int64_t>(t) * p.hq + h) * D;
@@ -418,6 +423,7 @@ Plan make_plan(int64_t T, int64_t hq, int64_t hkv, int64_t max_ctx) {
   const int64_t max_splits = max_ctx > kMinSplit ? (max_ctx + kMinSplit - 1) / kMinSplit : 1;
   int64_t splits = ctas >= kTargetCtas ? 1 : (kTargetCtas + ctas - 1) / ctas;
   if (splits > max_splits) splits = max_splits;
+  if (splits > kMaxSplits) splits = kMaxSplits;
   int64_t len = (max_ctx + splits - 1) / splits;
   len = (len + kTile - 1) / kTile * kTile;
   if (len < kTile) len = kTile;
@@ -459,7 +465,7 @@ void launch_all(LaunchContext& lc, const Params& p, const Plan& plan) {
   attend_kernel<kKind><<<grid, kThreads, smem, lc.stream>>>(p);
   if (!check_launch(lc, "paged_attention attend")) return;
   if (plan.splits > 1) {
-    combine_kernel<<<dim3(p.T, p.hq), kThreads, sizeof(float) * plan.splits, lc.stream>>>(p);
+    combine_kernel<<<dim3(p.T, p.hq), kThreads, 0, lc.stream>>>(p);
     check_launch(lc, "paged_attention combine");
   }
 }
