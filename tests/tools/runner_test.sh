@@ -53,7 +53,13 @@ expect_error "missing file" "$RUNNER" --program "$T/does-not-exist.pte"
 grep -q NotFound "$T/err" || fail "missing file error: $(cat "$T/err")"
 expect_error "bad --iterations" "$RUNNER" --program "$T/mlp.pte" --iterations 0
 expect_error "bad --threads" "$RUNNER" --program "$T/mlp.pte" --threads 0
-expect_error "unknown backend" "$RUNNER" --program "$T/mlp.pte" --backends cuda
+expect_error "unknown backend" "$RUNNER" --program "$T/mlp.pte" --backends nosuch
+# cuda: unknown in a build without it, unavailable without a GPU; never a silent CPU run (no
+# 'portable' in the list). The GPU machine runs it for real (scripts/test_gpu.sh).
+if ! nvidia-smi > /dev/null 2>&1; then
+  expect_error "cuda without a GPU" "$RUNNER" --program "$T/mlp.pte" --backends cuda
+  grep -Eq "unknown backend 'cuda'|cuda unavailable" "$T/err" || fail "cuda without a GPU: $(cat "$T/err")"
+fi
 expect_error "unknown flag" "$RUNNER" --program "$T/mlp.pte" --bogus
 expect_error "flag without its value" "$RUNNER" --program "$T/mlp.pte" --iterations
 expect_error "unknown method" "$RUNNER" --program "$T/mlp.pte" --method nope

@@ -87,6 +87,19 @@ std::unique_ptr<Session> open_program(const std::string& path, const Options& o)
   Result<Program> program = Program::load(*s->loader, stored, options, &ctx);
   if (!program.is_ok()) fail(program.status(), ctx, "cannot load " + path);
   s->program = std::make_unique<Program>(std::move(program).value());
+  // --backends without 'portable': a method the listed backends cannot run whole (and that has no
+  // delegates) is an error, never a silent run on the portable kernels (--info still describes it).
+  if (options.fallback == Fallback::Fail && !s->backend_list.empty() && o.info.empty()) {
+    for (size_t m = 0; m < s->program->method_count(); ++m) {
+      Result<MethodMeta> meta = s->program->method_meta(s->program->method_name(m), &ctx);
+      if (!meta.is_ok() || meta->delegate_count() != 0) continue;
+      const Result<DelegateMeta> body = meta->delegate(DelegateMeta::kWholeMethod);
+      if (body.is_ok() && std::strcmp(body->runs_on, "portable") == 0) {
+        fail("--backends " + o.backends + ": no listed backend runs method '" + meta->name() + "' (" + body->reason +
+             "); add 'portable' to the list to allow the portable kernels");
+      }
+    }
+  }
   return s;
 }
 
