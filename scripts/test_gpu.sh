@@ -22,7 +22,7 @@ if [[ $mode == pack ]]; then
   rm -rf "$dest" && mkdir -p "$dest/bin" "$dest/lib"
   # The gpu-labelled tests, by their command (ctest's JSON lists each test's command line).
   mapfile -t tests < <(ctest --test-dir "$build" -L gpu --show-only=json-v1 |
-    python3 -c 'import json,sys; [print(t["command"][0]) for t in json.load(sys.stdin)["tests"]]' | sort -u)
+    python3 -c 'import json,sys; [print(t["command"][0]) for t in json.load(sys.stdin)["tests"] if "/ember_" in t["command"][0]]' | sort -u)
   if [[ ${#tests[@]} -eq 0 ]]; then
     echo "test_gpu.sh pack: no gpu-labelled tests in $build (configure with EMBER_BACKEND_CUDA=ON)" >&2
     exit 1

@@ -10,6 +10,7 @@
 #include <mutex>
 #include <sstream>
 
+#include "backends/builtin.h"
 #include "backends/null/register.h"
 #include "backends/sim/register.h"
 #include "exporter/importers/builder/examples.h"
@@ -48,13 +49,13 @@ Runtime::Runtime(const RuntimeOptions& options)
 
 namespace {
 
-// The manifest of kernels + null + sim, written as tools/capabilities writes it. `sim_ops` empty:
-// sim lists every signature its supports() accepts; otherwise only those of these ops.
+// The manifest of kernels + every backend this build registers (null, sim, and the device backends
+// built: cuda), written as tools/capabilities writes it. `sim_ops` empty: sim lists every signature
+// its supports() accepts; otherwise only those of these ops.
 std::string manifest_json(const std::vector<OpCode>& sim_ops) {
   auto registry = std::make_unique<KernelRegistry>();
   auto backends = std::make_unique<BackendRegistry>();
-  if (!register_builtin(*registry).is_ok() || !backends::null_backend::register_backend(*backends).is_ok() ||
-      !backends::sim::register_backend(*backends).is_ok()) {
+  if (!register_builtin(*registry).is_ok() || !register_builtin_backends(*backends).is_ok()) {
     throw std::runtime_error("registration failed");
   }
   RuntimeContext runtime;
