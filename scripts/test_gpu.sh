@@ -56,15 +56,22 @@ export PATH=/usr/local/cuda/bin:$PATH
 exec > >(tee "$log") 2>&1
 echo "== test_gpu.sh $(date -u +%FT%TZ) on $(hostname)"
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader || echo "nvidia-smi: no GPU"
-failed=0 passed=0 declare -a failures=()
+failed=0
+passed=0
+failures=()
 for bin in build/gpu/bin/ember_*_test; do
   name=$(basename "$bin")
   [[ $name =~ $filter ]] || continue
   start=$(date +%s)
-  if "$bin" --gtest_brief=1; then
+  "$bin" > "$out/$name.log" 2>&1
+  rc=$?
+  grep -E '^\[  (PASSED|FAILED) |^\[==========\] .* ran|^[a-z0-9_]+ on cuda:|near-tie' "$out/$name.log" | sed 's/^/    /'
+  if [[ $rc -eq 0 ]]; then
     passed=$((passed + 1)); echo "PASS $name ($(( $(date +%s) - start )) s)"
   else
-    failed=$((failed + 1)); failures+=("$name"); echo "FAIL $name ($(( $(date +%s) - start )) s)"
+    failed=$((failed + 1)); failures+=("$name"); echo "FAIL $name (exit $rc, $(( $(date +%s) - start )) s); the end of its log:"
+    grep -B2 -A12 'Failure$\|FAILED  \]' "$out/$name.log" | head -60 | sed 's/^/    /'
+    tail -15 "$out/$name.log" | sed 's/^/    | /'
   fi
 done
 # runner end to end: each tiny checkpoint exported here (f32 / bf16 / FP8 weights), `--backends cuda`
