@@ -534,7 +534,9 @@ Status GraphRunner::run_kernel(const Bound& b, uint32_t i, KernelContext& kernel
       for (int d = 0; d < out[k].rank; ++d) dst.dims[d] = out[k].dims[d];
     }
   }
-  if (b.info->check_inputs != nullptr && !b.info->check_inputs(b.attrs, in, b.input_count, ctx).is_ok()) {
+  // Input-value checks read the data on the host; device memory is checked by its kernels instead
+  // (backends/cuda: the device error word).
+  if (!device_memory_ && b.info->check_inputs != nullptr && !b.info->check_inputs(b.attrs, in, b.input_count, ctx).is_ok()) {
     if (ctx && ctx->instruction < 0) ctx->instruction = static_cast<int32_t>(i);
     return EMBER_FAIL(ctx, Error::InvalidArgument, "instruction %u (%s): input values rejected", i, b.info->name);
   }

@@ -60,7 +60,8 @@ class GraphRunner {
   // I/O views. Takes the same memory_bytes().
   void set_values_only(bool values_only) { values_only_ = values_only; }
   // Before bind(): the values' bytes are device memory the host must not read (backends/cuda). bind()
-  // then reads none of them (the FP8 NaN-code scan is skipped: QuantView::nan_codes stays true).
+  // and run() then read none of them: the FP8 NaN-code scan is skipped (QuantView::nan_codes stays
+  // true) and so are the ops' input-value checks (OpInfo::check_inputs; the device kernels check).
   void set_device_memory(bool device_memory) { device_memory_ = device_memory; }
 
   // Binds delegate calls: `delegates[i]` runs DelegateCall index i. Borrowed; must outlive the
