@@ -412,7 +412,7 @@ class DelegateHandle {
   uint32_t* d_status = nullptr;
   uint32_t* h_status = nullptr;
   uint64_t constants_used = 0, io_used = 0;
-  const GraphView* graph = nullptr;
+  GraphView graph;                 // a copy: the caller's view lives only during init()
   Span<const BoundState> states;
   backends::cuda::LaunchContext lc;
   cudaStream_t stream = nullptr;
@@ -446,7 +446,7 @@ struct Resolver {
 Status resolve(void* user, uint32_t v, const fb::Tensor& tensor, TensorView* view, ErrorContext* ctx) {
   Resolver& r = *static_cast<Resolver*>(user);
   DelegateHandle& h = *r.h;
-  const GraphView& graph = *h.graph;
+  const GraphView& graph = h.graph;
   const uint64_t bytes = align_up(tensor.nbytes());
   view->domain = MemoryDomain::Device;
   switch (slot_of(graph, v)) {
@@ -487,8 +487,8 @@ Status resolve(void* user, uint32_t v, const fb::Tensor& tensor, TensorView* vie
 
 // Dims of graph input i for bucket b (its symbolic dims at the bucket's T, S, S+1; others at max).
 void bucket_dims(const DelegateHandle& h, uint32_t i, uint32_t b, TensorView* out) {
-  const fb::Graph& g = h.graph->graph();
-  const fb::Tensor& t = h.graph->value(h.inputs[i].value);
+  const fb::Graph& g = h.graph.graph();
+  const fb::Tensor& t = h.graph.value(h.inputs[i].value);
   tensor_shape(t, out);
   const Buckets& bk = h.layout.buckets;
   for (int d = 0; d < out->rank; ++d) {
@@ -626,7 +626,7 @@ class CudaBackend final : public Backend {
     DelegateHandle* h = new (storage) DelegateHandle();
     h->allocator = allocator;
     h->layout = l;
-    h->graph = &graph;
+    h->graph = graph;
     h->states = ctx.states;
     Status status = setup(ctx, *h);
     if (!status.is_ok()) {
@@ -692,7 +692,7 @@ class CudaBackend final : public Backend {
     }
     // Output dims: symbols at their actual values (from the inputs), static dims as declared.
     for (size_t k = 0; k < outputs.size(); ++k) {
-      const fb::Tensor& t = h->graph->value(h->outputs[k].value);
+      const fb::Tensor& t = h->graph.value(h->outputs[k].value);
       if (bk.eager) {
         const TensorView& done = h->runner.value(h->outputs[k].value);
         outputs[k].rank = done.rank;
@@ -810,7 +810,7 @@ class CudaBackend final : public Backend {
   // Everything init() allocates and binds; on failure the caller destroys the handle.
   Status setup(BackendInitContext& ctx, DelegateHandle& h) const {
     const Layout& l = h.layout;
-    const GraphView& graph = *h.graph;
+    const GraphView& graph = h.graph;
     DeviceAllocator* allocator = h.allocator;
     h.host = static_cast<uint8_t*>(allocate_host_memory(
         allocator, request_of(MemoryDomain::Host, AllocationRequest::Purpose::Other, l.host_bytes, "")));
@@ -938,9 +938,9 @@ class CudaBackend final : public Backend {
   }
 
   static int64_t actual_symbol(const DelegateHandle& h, Span<const TensorView> inputs, uint16_t sym) {
-    const fb::Graph& g = h.graph->graph();
+    const fb::Graph& g = h.graph.graph();
     for (uint32_t i = 0; i < h.input_count; ++i) {
-      const fb::Tensor& t = h.graph->value(h.inputs[i].value);
+      const fb::Tensor& t = h.graph.value(h.inputs[i].value);
       for (int d = 0; d < inputs[i].rank; ++d) {
         if (dim_sym(t, static_cast<uint32_t>(d)) == sym) return inputs[i].dims[d];
       }
