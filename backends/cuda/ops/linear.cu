@@ -59,7 +59,15 @@ struct WDesc {
   int64_t bn = 1, bk = 1, scols = 1;  // FP8 blocks; scols = ceil(k / bk)
   int64_t row_bytes = 0;
   bool chunk_scale = true;            // FP8: the scale is constant over 16 aligned elements
+  // Fast numerics (not LaunchContext::exact), set for the GEMV so that a row's result does not
+  // depend on how many rows the call has (batch invariance): the GEMV then rounds what the bf16
+  // tensor-core path rounds, the activations (round_x) and, for 2-D blocks and MXFP8, the decoded
+  // weight (round_w).
+  bool round_x = false;
+  bool round_w = false;
 };
+
+__device__ __forceinline__ float bf16_round(float v) { return __bfloat162float(__float2bfloat16_rn(v)); }
 
 __device__ __forceinline__ float f32_nan(uint32_t sign) { return __uint_as_float(0x7FC00000u | sign); }
 
@@ -238,13 +246,23 @@ __global__ void __launch_bounds__(kGemvThreads)
     const uint4 raw = __ldg(reinterpret_cast<const uint4*>(row) + c);
     float wv[EPV];
     decode_chunk<FMT>(raw, w, j, c * EPV, wv);
+    if (w.round_w) {
+#pragma unroll
+      for (int e = 0; e < EPV; ++e) wv[e] = bf16_round(wv[e]);
+    }
 #pragma unroll
     for (int mi = 0; mi < MT; ++mi) {
       if (mi < m) {
         const float4* xr = reinterpret_cast<const float4*>(x + mi * k + c * EPV);
 #pragma unroll
         for (int e = 0; e < EPV / 4; ++e) {
-          const float4 xv = __ldg(xr + e);
+          float4 xv = __ldg(xr + e);
+          if (w.round_x) {
+            xv.x = bf16_round(xv.x);
+            xv.y = bf16_round(xv.y);
+            xv.z = bf16_round(xv.z);
+            xv.w = bf16_round(xv.w);
+          }
           if constexpr (W8A8) {
             acc[mi] += static_cast<double>(__fmul_rn(xv.x, wv[4 * e])) + static_cast<double>(__fmul_rn(xv.y, wv[4 * e + 1])) +
                        static_cast<double>(__fmul_rn(xv.z, wv[4 * e + 2])) + static_cast<double>(__fmul_rn(xv.w, wv[4 * e + 3]));
@@ -259,14 +277,16 @@ __global__ void __launch_bounds__(kGemvThreads)
     }
   }
   for (int64_t p = chunks * EPV + lane; p < k; p += 32) {
-    const float wv = wdecode(w, FMT, j, p);
+    float wv = wdecode(w, FMT, j, p);
+    if (w.round_w) wv = bf16_round(wv);
 #pragma unroll
     for (int mi = 0; mi < MT; ++mi) {
       if (mi < m) {
         if constexpr (W8A8) {
           acc[mi] += static_cast<double>(__fmul_rn(x[mi * k + p], wv));
         } else {
-          acc[mi] = fmaf(x[mi * k + p], wv, acc[mi]);
+          const float xe = w.round_x ? bf16_round(x[mi * k + p]) : x[mi * k + p];
+          acc[mi] = fmaf(xe, wv, acc[mi]);
         }
       }
     }
@@ -754,6 +774,10 @@ EMBER_CUDA_KERNEL(linear) {
 
   if (m <= kGemvMaxRows) {
     const int mi = static_cast<int>(m);
+    if (!lc.exact && fmt != kF32) {  // the bf16 route's roundings (WDesc::round_x)
+      w.round_x = true;
+      w.round_w = layout == QuantLayout::Block2d || layout == QuantLayout::Mx;
+    }
     if (w8a8) {
       float* xq = reinterpret_cast<float*>(scratch + sl.x);
       quantize_rows_kernel<<<static_cast<unsigned>(m), kEltThreads, 0, lc.stream>>>(x, k, sx, xq, kQuantF32);
