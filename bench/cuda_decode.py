@@ -382,7 +382,7 @@ class Bench:
                 pfile = os.path.join(self.work, f"prompts_b{batch}.txt")
                 with open(pfile, "w") as f:
                     f.write("\n".join(prompts["texts"][:batch]) + "\n")
-                cmd = [runner, "--program", self.pte(fmt), "--backends", self.args.backends, "--prompts-file", pfile,
+                cmd = [runner, "--program", self.pte(fmt), "--mmap", "--backends", self.args.backends, "--prompts-file", pfile,
                        "--max-new-tokens", str(self.args.new_tokens), "--ignore-eos", "--temperature", "0",
                        "--repetition-penalty", "1"] + self.args.runner_arg
                 log = os.path.join(self.logs, f"ember_{fmt}_b{batch}.log")

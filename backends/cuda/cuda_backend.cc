@@ -36,7 +36,7 @@ constexpr uint64_t kLtWorkspace = 32ull << 20;      // NVIDIA's recommendation f
 constexpr uint64_t kStatusBytes = 256;              // the device error word, in its own line
 constexpr uint32_t kMaxPlanned = 2048;              // values the lifetime planner reuses memory for
 constexpr size_t kMaxIo = 64;
-constexpr size_t kMaxBuckets = 64;
+constexpr size_t kMaxBuckets = 128;
 
 uint64_t align_up(uint64_t n, uint64_t a = kAlign) { return (n + a - 1) / a * a; }
 
@@ -267,6 +267,10 @@ Status plan_buckets(const GraphView& graph, Buckets* b, ErrorContext* ctx) {
   for (uint32_t i = 0; i < nt; ++i) {
     for (uint32_t j = 0; j < ns; ++j) {
       if (ss[j] > ts[i] && j > 0 && ss[j - 1] >= ts[i]) continue;  // S beyond T: one bucket covers it
+      // Beyond 64 tokens, S close to T (decode-heavy steps) keeps every power of two; S far below T
+      // (a prefill chunk with few sequences) only 1, 4, 16, 64 and the max: the count stays small.
+      const int64_t t = ts[i], s = ss[j];
+      if (t > 64 && s < t / 8 && s != 1 && s != 4 && s != 16 && s != 64 && s != b->max_s) continue;
       if (b->count == kMaxBuckets) {
         return EMBER_FAIL(ctx, Error::NotSupported, "cuda: more than %zu (T, S) buckets (T <= %lld, S <= %lld)",
                           kMaxBuckets, static_cast<long long>(b->max_t), static_cast<long long>(b->max_s));
