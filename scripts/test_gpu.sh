@@ -108,8 +108,14 @@ if [[ ${EMBER_GPU_SANITIZE:-1} != 0 ]] && command -v compute-sanitizer > /dev/nu
     for bin in build/gpu/bin/ember_cuda_*_test; do
       name=$(basename "$bin")
       [[ $name =~ $filter ]] || continue
-      echo "== compute-sanitizer --tool $tool $name"
-      if compute-sanitizer --tool "$tool" --error-exitcode 99 "$bin" --gtest_brief=1 > "$out/sanitizer_${tool}_$name.log" 2>&1; then
+      # The no-heap test counts every host allocation in the process: the sanitizer's own fail it.
+      [[ $name == ember_cuda_no_heap_test ]] && continue
+      # racecheck: cuBLAS's own kernels (nvjet_*: its split-K GEMMs report shared-memory hazards
+      # inside NVIDIA's code, 2026-11-26) are left out; every Ember kernel is checked.
+      extra=()
+      [[ $tool == racecheck ]] && extra=(--kernel-name-exclude kns=nvjet)
+      echo "== compute-sanitizer --tool $tool ${extra[*]} $name"
+      if compute-sanitizer --tool "$tool" "${extra[@]}" --error-exitcode 99 "$bin" --gtest_brief=1 > "$out/sanitizer_${tool}_$name.log" 2>&1; then
         echo "sanitizer $tool $name: clean ($(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$out/sanitizer_${tool}_$name.log" | tail -1))"
       else
         sanitizer_failed=1
