@@ -236,5 +236,35 @@ TEST(PartitionerTest, StateReadFromTwoMemoriesIsRefusedAtExport) {
                ExportError);
 }
 
+// A stateful graph for a device backend that owns state, without 'portable' in the list, runs whole
+// on it: a node it lacks is an export error naming every such node, never a silent split (issue 15).
+TEST(PartitionerTest, StatefulGraphForADeviceBackendRunsWholeOnIt) {
+  GraphBuilder b;
+  const ValueId x = b.input("x", ScalarType::F32, {4});
+  const ValueId s = b.state("cache", ScalarType::F32, {4});
+  ValueId h = b.add(x, s, "add1");
+  h = b.mul(h, x, "mul1");
+  h = b.mul(h, x, "mul2");
+  b.output("y", h);
+  const Graph g = b.build();
+  const CapabilityManifest m = CapabilityManifest::parse(R"({"format": 1, "kernels": [
+      {"op": "add", "dtypes": ["f32","f32","f32"], "library": "cpu"},
+      {"op": "mul", "dtypes": ["f32","f32","f32"], "library": "cpu"}],
+    "backends": [{"id": "dev", "owns_state": true, "ops": [{"op": "add", "dtypes": ["f32","f32","f32"]}]}]})");
+  try {
+    partition_graph(g, m, {"dev"});
+    FAIL() << "a stateful graph was split between dev and the portable kernels";
+  } catch (const ExportError& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("dev cannot run 2 node(s)"), std::string::npos) << what;
+    EXPECT_NE(what.find("mul1"), std::string::npos) << what;
+    EXPECT_NE(what.find("mul2"), std::string::npos) << what;
+    EXPECT_NE(what.find("add 'portable'"), std::string::npos) << what;
+  }
+  // 'portable' listed: the mix is allowed where the state stays in one memory (mul reads no state).
+  const Partition p = partition_graph(g, m, {"dev", "portable"});
+  EXPECT_EQ(p.node_backend, (std::vector<std::string>{"dev", "portable", "portable"}));
+}
+
 }  // namespace
 }  // namespace ember::exporter
