@@ -17,6 +17,7 @@
 #include "backends/cuda/register.h"
 #include "runtime/interpreter/graph_runner.h"
 #include "runtime/kernel/kernel_registry.h"
+#include "runtime/platform/platform.h"
 
 namespace ember {
 
@@ -915,6 +916,14 @@ class CudaBackend final : public Backend {
     }
     err = cudaDeviceSynchronize();
     if (err != cudaSuccess) return cuda_fail(ctx.error, err, "init");
+    // The device bytes by purpose (runner --verbose): MemoryRequirements has only the totals.
+    EMBER_LOG(Info,
+              "cuda: %s delegate %d on %s: device %.1f MiB = constants (weights) %.1f + values %.1f + I/O %.1f + "
+              "scratch %.1f + cuBLASLt workspace %.1f MiB; %u CUDA graphs (%s)",
+              ctx.method_name, ctx.delegate_index == BackendLoadContext::kWholeMethod ? -1 : static_cast<int>(ctx.delegate_index),
+              device_info().name, l.device_bytes / 1048576.0, l.constant_bytes / 1048576.0, l.value_bytes / 1048576.0,
+              l.io_bytes / 1048576.0, l.scratch_bytes / 1048576.0, l.workspace_bytes / 1048576.0, h.captured,
+              l.buckets.llm ? "one per (T, S) bucket" : l.buckets.eager ? "none: launched per call" : "static shapes");
     return Status::ok();
   }
 
