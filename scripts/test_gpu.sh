@@ -113,7 +113,9 @@ if [[ ${EMBER_GPU_SANITIZE:-1} != 0 ]] && command -v compute-sanitizer > /dev/nu
       # racecheck: cuBLAS's own kernels (nvjet_*: its split-K GEMMs report shared-memory hazards
       # inside NVIDIA's code, 2026-11-26) are left out; every Ember kernel is checked.
       extra=()
-      [[ $tool == racecheck ]] && extra=(--kernel-name-exclude kns=nvjet)
+      if [[ $tool == racecheck ]] && compute-sanitizer --help 2>&1 | grep -q -- '--kernel-name-exclude'; then
+        extra=(--kernel-name-exclude kns=nvjet)
+      fi
       echo "== compute-sanitizer --tool $tool ${extra[*]} $name"
       if compute-sanitizer --tool "$tool" "${extra[@]}" --error-exitcode 99 "$bin" --gtest_brief=1 > "$out/sanitizer_${tool}_$name.log" 2>&1; then
         echo "sanitizer $tool $name: clean ($(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$out/sanitizer_${tool}_$name.log" | tail -1))"
