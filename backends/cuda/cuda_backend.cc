@@ -1011,5 +1011,17 @@ Status register_backend(BackendRegistry& registry) {
   return registry.add(kBackendId, backend);
 }
 
+uint64_t plan_device_values(const GraphView& graph, uint64_t* offsets) { return plan_values(graph, offsets); }
+
+uint32_t bucket_count(const GraphView& graph, int64_t* t, int64_t* s, uint32_t capacity) {
+  Buckets b;
+  if (!plan_buckets(graph, &b, nullptr).is_ok()) return 0;
+  for (uint32_t i = 0; i < b.count && i < capacity; ++i) {
+    t[i] = b.t[i];
+    s[i] = b.s[i];
+  }
+  return b.count;
+}
+
 }  // namespace backends::cuda
 }  // namespace ember
