@@ -1,0 +1,79 @@
+// The CUDA backend's memory and bucket plan (backends/cuda/README.md, "Memory plan"): pure host
+// code over a graph, no GPU and no allocation, so plan_memory() and init() compute the same bytes
+// and the host tests (tests/backends/cuda/cuda_plan_test.cc) run in CI.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "runtime/core/status.h"
+#include "runtime/kernel/kernel_registry.h"
+#include "runtime/program/graph_view.h"
+
+namespace ember::backends::cuda {
+
+constexpr uint64_t kAlign = 256;               // device allocations: cuBLASLt wants 16, vectors 128
+constexpr uint64_t kLtWorkspace = 32ull << 20;  // NVIDIA's recommendation for Hopper (notes §1.1)
+constexpr uint64_t kStatusBytes = 256;          // the device error word, in its own line
+constexpr size_t kMaxBuckets = 128;
+
+inline uint64_t align_up(uint64_t n, uint64_t a = kAlign) { return (n + a - 1) / a * a; }
+
+// The CUDA kernels' registry (ops/register.cc), built once.
+const KernelRegistry& registry();
+
+// ---- The LLM step's inputs (DESIGN §6): how a bucket pads them. ---------------------------------
+
+enum class Pad : uint8_t {
+  None,        // not an LLM step input: the graph is not bucketed
+  Zero,        // token_ids, positions, block_tables, temperature, top_k, seed, sample_position
+  MinusOne,    // slot_mapping (no write), logits_indices (a zero row)
+  One,         // top_p, repetition_penalty (off), as f32
+  QueryStart,  // query_start: the last value repeated (empty sequences)
+  Unread,      // history: rows of padding sequences (history_len 0) and columns past history_len
+};
+
+// The rule for a graph input named `name` (Pad::None: not an LLM step input).
+Pad pad_of(const char* name);
+
+// ---- The memory plan: one function for plan_memory() and init(). --------------------------------
+
+// Where a value lives: internal values in the planned arena, constants uploaded, I/O in staging slots.
+enum class Slot : uint8_t { None, Value, Constant, Io, State };
+Slot slot_of(const GraphView& graph, uint32_t v);
+
+struct Buckets {
+  bool llm = false;          // an LLM step: (T, S) buckets
+  uint16_t sym_t = 0, sym_s = 0, sym_s1 = 0;  // 1-based symbol ids (0 = none)
+  int64_t max_t = 0, max_s = 0;
+  uint32_t count = 0;
+  int64_t t[kMaxBuckets] = {}, s[kMaxBuckets] = {};
+  bool eager = false;        // symbols outside the LLM step's: launched per call, not captured
+};
+
+struct Layout {
+  size_t runner_bytes = 0;
+  uint64_t value_bytes = 0;     // the lifetime-planned arena
+  uint64_t constant_bytes = 0;
+  uint64_t io_bytes = 0;        // device staging of inputs and outputs (and the same in pinned memory)
+  uint64_t scratch_bytes = 0;   // the kernels' device scratch (the largest ScratchFn)
+  uint64_t workspace_bytes = 0; // cuBLASLt
+  uint64_t device_bytes = 0;    // all of the above + the status word
+  uint64_t pinned_bytes = 0;
+  uint64_t host_bytes = 0;      // runner + per-value offsets (besides the handle itself)
+  Buckets buckets;
+};
+
+// Dim d's symbol (1-based; 0 = static), and a symbol's max.
+uint16_t dim_sym(const fb::Tensor& t, uint32_t d);
+int64_t symbol_max(const fb::Graph& g, uint16_t sym);
+
+// The (T, S) buckets of an LLM step; one for a graph without symbols; eager for other symbols.
+Status plan_buckets(const GraphView& graph, Buckets* b, ErrorContext* ctx);
+// The lifetime-planned arena of the internal values: its bytes, each value's offset into `offsets`
+// (may be null: sizing only). Deterministic.
+uint64_t plan_values(const GraphView& graph, uint64_t* offsets);
+// The whole layout (what plan_memory() reports and init() takes).
+Status plan(const GraphView& graph, Layout* l, ErrorContext* ctx);
+
+}  // namespace ember::backends::cuda
