@@ -227,6 +227,30 @@ double RelL2(const float* a, const float* b, size_t n) {
   return std::sqrt(num / den);
 }
 
+// One sequence's token `token` at position `pos` as its own step (a decode of one token) with the
+// 16-block table `table` (blocks of 4), greedy sampling parameters and an empty history; executes.
+Status DecodeOne(Method& m, int32_t token, int32_t pos, const std::vector<int32_t>& table, ErrorContext* ctx) {
+  const std::vector<std::pair<std::vector<int64_t>, std::vector<int32_t>>> ints = {
+      {{1}, {token}}, {{1}, {pos}}, {{1}, {table[size_t(pos / 4)] * 4 + pos % 4}}, {{1, 16}, table},
+      {{1}, {pos + 1}}, {{2}, {0, 1}}, {{1}, {0}}};
+  for (size_t k = 0; k < ints.size(); ++k) {
+    EMBER_RETURN_IF_ERROR(m.set_input_sizes(k, Span<const int64_t>(ints[k].first.data(), ints[k].first.size()), ctx));
+    std::memcpy(m.input(k).value().data, ints[k].second.data(), ints[k].second.size() * 4);
+  }
+  // temperature 0, top_k 0, top_p 1, penalty 1, seed 0, position 0, history [1, 1], history_len 0.
+  const float zero = 0.0f, one = 1.0f;
+  const int32_t izero = 0;
+  const int64_t s1[1] = {1}, h[2] = {1, 1};
+  for (size_t k = 7; k < 15; ++k) {
+    EMBER_RETURN_IF_ERROR(m.set_input_sizes(k, Span<const int64_t>(k == 13 ? h : s1, k == 13 ? 2 : 1), ctx));
+    const void* src = k == 7 ? static_cast<const void*>(&zero)
+                      : (k == 9 || k == 10) ? static_cast<const void*>(&one)
+                                            : static_cast<const void*>(&izero);
+    std::memcpy(m.input(k).value().data, src, 4);
+  }
+  return m.execute(ctx);
+}
+
 // Sets EMBER_CUDA_NUMERICS for the loads in scope (read at init), then restores the default.
 struct Numerics {
   explicit Numerics(const char* mode) { setenv("EMBER_CUDA_NUMERICS", mode, 1); }
@@ -262,27 +286,8 @@ TEST(CudaLlm, LogitsOfEveryPositionMatchTransformers) {
       double num = 0, den = 0;
       for (size_t i = 0; i < prompt.size(); ++i) {
         const int32_t pos = static_cast<int32_t>(i);
-        const std::vector<std::pair<std::vector<int64_t>, std::vector<int32_t>>> ints = {
-            {{1}, {prompt[i]}}, {{1}, {pos}}, {{1}, {table[size_t(pos / 4)] * 4 + pos % 4}}, {{1, 16}, table},
-            {{1}, {pos + 1}},   {{2}, {0, 1}}, {{1}, {0}}};
         ErrorContext ctx;
-        for (size_t k = 0; k < ints.size(); ++k) {
-          ASSERT_TRUE(m.set_input_sizes(k, Span<const int64_t>(ints[k].first.data(), ints[k].first.size()), &ctx).is_ok())
-              << ctx.message;
-          std::memcpy(m.input(k).value().data, ints[k].second.data(), ints[k].second.size() * 4);
-        }
-        const float zero = 0.0f, one = 1.0f;
-        const int32_t izero = 0;
-        const int64_t s1[1] = {1}, h[2] = {1, 1};
-        for (size_t k = 7; k < 15; ++k) {
-          ASSERT_TRUE(m.set_input_sizes(k, Span<const int64_t>(k == 13 ? h : s1, k == 13 ? 2 : 1), &ctx).is_ok())
-              << ctx.message;
-          const void* src = k == 7 ? static_cast<const void*>(&zero)
-                            : (k == 9 || k == 10) ? static_cast<const void*>(&one)
-                                                  : static_cast<const void*>(&izero);
-          std::memcpy(m.input(k).value().data, src, 4);
-        }
-        ASSERT_TRUE(m.execute(&ctx).is_ok()) << ctx.message;
+        ASSERT_TRUE(DecodeOne(m, prompt[i], pos, table, &ctx).is_ok()) << ctx.message;
         const float* got = m.output(2)->data_as<const float>();
         const float* want =
             reinterpret_cast<const float*>(ref.logits.data.data()) + (ref.rows[s].first + int64_t(i)) * vocab;
@@ -408,25 +413,8 @@ TEST(CudaLlm, ATokenIdOutsideTheVocabularyFailsTheStep) {
   testing::LoadedMethod lm(e.portable, rt->context, load.options);
   ASSERT_TRUE(lm.ok()) << lm.ctx().message;
   Method& m = lm.method();
-  auto run = [&](int32_t token, ErrorContext* ctx) {
-    const std::vector<std::pair<std::vector<int64_t>, std::vector<int32_t>>> ints = {
-        {{1}, {token}}, {{1}, {0}}, {{1}, {0}}, {{1, 16}, std::vector<int32_t>(16, 0)}, {{1}, {1}}, {{2}, {0, 1}}, {{1}, {0}}};
-    for (size_t k = 0; k < ints.size(); ++k) {
-      EXPECT_TRUE(m.set_input_sizes(k, Span<const int64_t>(ints[k].first.data(), ints[k].first.size()), ctx).is_ok());
-      std::memcpy(m.input(k).value().data, ints[k].second.data(), ints[k].second.size() * 4);
-    }
-    const float zero = 0.0f, one = 1.0f;
-    const int32_t izero = 0;
-    const int64_t s1[1] = {1}, h[2] = {1, 1};
-    for (size_t k = 7; k < 15; ++k) {
-      EXPECT_TRUE(m.set_input_sizes(k, Span<const int64_t>(k == 13 ? h : s1, k == 13 ? 2 : 1), ctx).is_ok());
-      const void* src = k == 7 ? static_cast<const void*>(&zero)
-                        : (k == 9 || k == 10) ? static_cast<const void*>(&one)
-                                              : static_cast<const void*>(&izero);
-      std::memcpy(m.input(k).value().data, src, 4);
-    }
-    return m.execute(ctx);
-  };
+  const std::vector<int32_t> table(16, 0);
+  auto run = [&](int32_t token, ErrorContext* ctx) { return DecodeOne(m, token, 0, table, ctx); };
   ErrorContext bad;
   const Status s = run(e.vocab + 5, &bad);
   ASSERT_FALSE(s.is_ok());
