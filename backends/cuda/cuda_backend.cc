@@ -559,7 +559,14 @@ class CudaBackend final : public Backend {
     if (h.host == nullptr) return EMBER_FAIL(ctx.error, Error::OutOfMemory, "cuda: %llu bytes of host memory",
                                              static_cast<unsigned long long>(l.host_bytes));
     h.offsets = reinterpret_cast<uint64_t*>(h.host + l.runner_bytes);
-    plan_values(graph, h.offsets);
+    // The fused W8A8 groups (plan.h FusedGroup) and where their buffers are (host_bytes has room).
+    uint8_t* fused_mem = h.host + l.runner_bytes + align_up(graph.value_count() * sizeof(uint64_t), 64);
+    FusedGroup* groups = reinterpret_cast<FusedGroup*>(fused_mem);
+    uint64_t* group_offsets = reinterpret_cast<uint64_t*>(fused_mem + l.fused_count * sizeof(FusedGroup));
+    if (l.fused_count > 0 && plan_fused(graph, groups) != l.fused_count) {
+      return EMBER_FAIL(ctx.error, Error::Internal, "cuda: the fusion plan changed between plan() and init()");
+    }
+    plan_values(graph, h.offsets, groups, l.fused_count, group_offsets);
     Status status;
     h.device = static_cast<uint8_t*>(device_alloc(allocator, device_request(l), &h.device_from_app, ctx.error,
                                                   "the delegate (values, constants, I/O, scratch)", &status));
@@ -609,6 +616,23 @@ class CudaBackend final : public Backend {
     }
     h.lc.gemm = gemm_cache_create();
     if (h.lc.gemm == nullptr) return EMBER_FAIL(ctx.error, Error::OutOfMemory, "cuda: GEMM plan cache");
+    if (l.fused_count > 0) {  // one FusedQuant per instruction: the producer's and its linears' buffer
+      const uint32_t instructions = graph.instruction_count();
+      FusedQuant* table = reinterpret_cast<FusedQuant*>(
+          fused_mem + align_up(l.fused_count * (sizeof(FusedGroup) + sizeof(uint64_t)), 64));
+      for (uint32_t i = 0; i < instructions; ++i) new (&table[i]) FusedQuant();
+      for (uint32_t k = 0; k < l.fused_count; ++k) {
+        const FusedGroup& grp = groups[k];
+        uint8_t* base = h.d_values + group_offsets[k];
+        const FusedQuant produce{FusedRole::Produce, reinterpret_cast<float*>(base), base + grp.scales_bytes};
+        table[grp.producer] = produce;
+        for (uint32_t i = grp.producer + 1; i <= grp.last_use; ++i) {
+          if (reads_fused(graph, i, grp)) table[i] = FusedQuant{FusedRole::Consume, produce.sx, produce.data};
+        }
+      }
+      h.lc.fused = table;
+      h.lc.fused_count = instructions;
+    }
 
     // Bind: values to the planned arena, constants uploaded, I/O to fixed staging slots, states.
     BumpAllocator runner_memory(Span<uint8_t>(h.host, l.runner_bytes));

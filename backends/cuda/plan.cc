@@ -2,9 +2,11 @@
 
 #include <algorithm>
 #include <cstring>
+#include <new>
 
 #include "backends/cuda/ops/cuda_ops.h"
 #include "backends/cuda/register.h"
+#include "runtime/core/quant.h"
 #include "runtime/interpreter/graph_runner.h"
 
 namespace ember::backends::cuda {
@@ -115,14 +117,95 @@ Status plan_buckets(const GraphView& graph, Buckets* b, ErrorContext* ctx) {
   return Status::ok();
 }
 
-// Instruction-order lifetimes of the internal values, then a greedy best-fit placement (largest
-// first) into one arena. offsets may be null (sizing only). Deterministic: plan_memory() and init()
-// get the same bytes.
-uint64_t plan_values(const GraphView& graph, uint64_t* offsets) {
+namespace {
+
+const fb::KernelCall* kernel_call(const fb::Graph& g, uint32_t i) {
+  return g.instructions()->Get(i)->args_as_KernelCall();
+}
+
+// A linear whose activations are FP8 per token and whose weight is FP8 per tensor / per channel.
+bool is_w8a8_linear(const fb::Graph& g, const fb::KernelCall& call) {
+  if (call.op() != fb::OpCode::Linear || call.inputs() == nullptr || call.inputs()->size() < 2) return false;
+  const fb::LinearAttrs* a = call.attrs_as_LinearAttrs();
+  if (a == nullptr || a->activation_quant() != fb::ActivationQuant::Fp8PerToken) return false;
+  const int32_t wv = call.inputs()->Get(1);
+  if (wv < 0) return false;
+  const fb::Tensor& w = *g.values()->Get(static_cast<uint32_t>(wv));
+  const fb::QuantInfo* q = w.quant();
+  if (q == nullptr || w.dims() == nullptr || w.dims()->size() != 2 || q->block() == nullptr ||
+      q->block()->size() != 2) {
+    return false;
+  }
+  const QuantLayout layout =
+      classify_quant(static_cast<ScalarType>(w.dtype()), static_cast<ScalarType>(q->scale_dtype()),
+                     w.dims()->Get(0)->max(), w.dims()->Get(1)->max(), q->block()->Get(0), q->block()->Get(1),
+                     q->global_scale() >= 0);
+  return layout == QuantLayout::PerTensor || layout == QuantLayout::PerChannel;
+}
+
+}  // namespace
+
+bool reads_fused(const GraphView& graph, uint32_t i, const FusedGroup& grp) {
+  const fb::KernelCall* call = kernel_call(graph.graph(), i);
+  return call != nullptr && i > grp.producer && is_w8a8_linear(graph.graph(), *call) &&
+         call->inputs()->Get(0) == static_cast<int32_t>(grp.value);
+}
+
+uint32_t plan_fused(const GraphView& graph, FusedGroup* groups) {
+  const fb::Graph& g = graph.graph();
+  const uint32_t instructions = graph.instruction_count();
+  uint32_t count = 0;
+  for (uint32_t i = 0; i < instructions && count < kMaxFused; ++i) {
+    const fb::KernelCall* call = kernel_call(g, i);
+    if (call == nullptr || (call->op() != fb::OpCode::RmsNorm && call->op() != fb::OpCode::SiluMul) ||
+        call->outputs() == nullptr || call->outputs()->size() != 1) {
+      continue;
+    }
+    const uint32_t v = call->outputs()->Get(0);
+    const fb::Tensor& t = graph.value(v);
+    if (slot_of(graph, v) != Slot::Value || static_cast<ScalarType>(t.dtype()) != ScalarType::F32 ||
+        t.dims() == nullptr || t.dims()->size() == 0) {
+      continue;
+    }
+    FusedGroup grp;
+    grp.producer = i;
+    grp.value = v;
+    grp.k = t.dims()->Get(t.dims()->size() - 1)->max();
+    if (grp.k <= 0) continue;
+    grp.rows = static_cast<int64_t>(t.nbytes() / 4) / grp.k;
+    // Fused only where the producer is the value's one writer, so the buffer is what the linear's
+    // x holds (a later in-place writer would make it stale).
+    bool sole_writer = true, read = false;
+    for (uint32_t j = 0; j < instructions; ++j) {
+      const fb::KernelCall* other = kernel_call(g, j);
+      if (other == nullptr) continue;
+      if (j != i && other->outputs() != nullptr) {
+        for (uint32_t o : *other->outputs()) sole_writer = sole_writer && o != v;
+      }
+      if (reads_fused(graph, j, grp)) {
+        read = true;
+        grp.last_use = j;
+      }
+    }
+    if (!sole_writer || !read) continue;
+    const int64_t f32_rows = grp.rows < kGemvMaxRows ? grp.rows : kGemvMaxRows;
+    const uint64_t f32_bytes = static_cast<uint64_t>(f32_rows * grp.k) * 4, code_bytes = static_cast<uint64_t>(grp.rows * grp.k);
+    grp.scales_bytes = align_up(static_cast<uint64_t>(grp.rows) * 4);
+    grp.bytes = grp.scales_bytes + align_up(f32_bytes > code_bytes ? f32_bytes : code_bytes);
+    groups[count++] = grp;
+  }
+  return count;
+}
+
+// Instruction-order lifetimes of the internal values (and of the fused groups' buffers: producer to
+// last reader), then a greedy best-fit placement (largest first) into one arena. The offsets may be
+// null (sizing only). Deterministic: plan_memory() and init() get the same bytes.
+uint64_t plan_values(const GraphView& graph, uint64_t* offsets, const FusedGroup* groups, uint32_t group_count,
+                     uint64_t* group_offsets) {
   const fb::Graph& g = graph.graph();
   const uint32_t n = graph.value_count();
   struct Item {
-    uint32_t value, first, last;
+    uint32_t value, first, last;  // value: n + group index for a fused buffer
     uint64_t bytes, offset;
   };
   Item items[kMaxPlanned];
@@ -136,12 +219,21 @@ uint64_t plan_values(const GraphView& graph, uint64_t* offsets) {
     if (!overflow) items[count++] = Item{v, UINT32_MAX, 0, bytes, 0};
     total += bytes;
   }
-  if (overflow) {  // no reuse: every value its own slot
+  for (uint32_t k = 0; k < group_count; ++k) {
+    if (count == kMaxPlanned) overflow = true;
+    if (!overflow) items[count++] = Item{n + k, groups[k].producer, groups[k].last_use, groups[k].bytes, 0};
+    total += groups[k].bytes;
+  }
+  if (overflow) {  // no reuse: everything its own slot
     uint64_t at = 0;
     for (uint32_t v = 0; v < n; ++v) {
       if (slot_of(graph, v) != Slot::Value) continue;
       if (offsets != nullptr) offsets[v] = at;
       at += align_up(graph.value(v).nbytes());
+    }
+    for (uint32_t k = 0; k < group_count; ++k) {
+      if (group_offsets != nullptr) group_offsets[k] = at;
+      at += groups[k].bytes;
     }
     return total;
   }
@@ -194,8 +286,12 @@ uint64_t plan_values(const GraphView& graph, uint64_t* offsets) {
     }
     placed[pos] = order[k];
   }
-  if (offsets != nullptr) {
-    for (uint32_t k = 0; k < count; ++k) offsets[items[k].value] = items[k].offset;
+  for (uint32_t k = 0; k < count; ++k) {
+    if (items[k].value < n) {
+      if (offsets != nullptr) offsets[items[k].value] = items[k].offset;
+    } else if (group_offsets != nullptr) {
+      group_offsets[items[k].value - n] = items[k].offset;
+    }
   }
   return arena;
 }
@@ -216,13 +312,20 @@ Status plan(const GraphView& graph, Layout* l, ErrorContext* ctx) {
     const fb::KernelCall* call = graph.graph().instructions()->Get(i)->args_as_KernelCall();
     if (call != nullptr && call->op() == fb::OpCode::Linear) has_linear = true;
   }
-  l->value_bytes = plan_values(graph, nullptr);
+  FusedGroup* groups = new (std::nothrow) FusedGroup[kMaxFused];
+  if (groups == nullptr) return EMBER_FAIL(ctx, Error::OutOfMemory, "cuda: the fusion plan");
+  l->fused_count = plan_fused(graph, groups);
+  l->value_bytes = plan_values(graph, nullptr, groups, l->fused_count, nullptr);
+  delete[] groups;
   l->scratch_bytes = align_up(GraphRunner::scratch_bytes(graph.graph(), &registry(), 1));
   l->workspace_bytes = has_linear ? kLtWorkspace : 0;
   l->device_bytes = l->value_bytes + l->constant_bytes + l->io_bytes + l->scratch_bytes + l->workspace_bytes +
                     kStatusBytes;
   l->pinned_bytes = l->io_bytes + kStatusBytes;
-  l->host_bytes = l->runner_bytes + align_up(graph.value_count() * sizeof(uint64_t), 64);
+  // Runner, per-value offsets, then the fused groups, their offsets and one FusedQuant per instruction.
+  l->host_bytes = l->runner_bytes + align_up(graph.value_count() * sizeof(uint64_t), 64) +
+                  align_up(l->fused_count * (sizeof(FusedGroup) + sizeof(uint64_t)), 64) +
+                  (l->fused_count > 0 ? align_up(graph.instruction_count() * sizeof(FusedQuant), 64) : 0);
   return Status::ok();
 }
 

@@ -53,7 +53,8 @@ struct Buckets {
 
 struct Layout {
   size_t runner_bytes = 0;
-  uint64_t value_bytes = 0;     // the lifetime-planned arena
+  uint64_t value_bytes = 0;     // the lifetime-planned arena (values and fused-quantization buffers)
+  uint32_t fused_count = 0;     // FusedGroups
   uint64_t constant_bytes = 0;
   uint64_t io_bytes = 0;        // device staging of inputs and outputs (and the same in pinned memory)
   uint64_t scratch_bytes = 0;   // the kernels' device scratch (the largest ScratchFn)
@@ -70,9 +71,28 @@ int64_t symbol_max(const fb::Graph& g, uint16_t sym);
 
 // The (T, S) buckets of an LLM step; one for a graph without symbols; eager for other symbols.
 Status plan_buckets(const GraphView& graph, Buckets* b, ErrorContext* ctx);
-// The lifetime-planned arena of the internal values: its bytes, each value's offset into `offsets`
-// (may be null: sizing only). Deterministic.
-uint64_t plan_values(const GraphView& graph, uint64_t* offsets);
+// W8A8 quantization fused into its producer (ops/cuda_ops.h FusedQuant): an rms_norm / silu_mul
+// whose f32 output [rows, k] (an internal value written by it alone) feeds at least one linear with
+// FP8 per-tensor / per-channel weights and per-token FP8 activations.
+struct FusedGroup {
+  uint32_t producer = 0;     // instruction
+  uint32_t value = 0;        // its output
+  uint32_t last_use = 0;     // the last instruction reading the buffer
+  int64_t rows = 0, k = 0;   // at the max shapes
+  uint64_t bytes = 0;        // the buffer: scales, then the rows (f32 values up to 8 rows, else codes)
+  uint64_t scales_bytes = 0; // the scales' part (256-aligned)
+};
+constexpr uint32_t kMaxFused = 1024;
+// The groups in instruction order (at most kMaxFused; later candidates are left unfused).
+uint32_t plan_fused(const GraphView& graph, FusedGroup* groups);
+// Whether instruction i is a linear that reads group g's buffer.
+bool reads_fused(const GraphView& graph, uint32_t i, const FusedGroup& g);
+
+// The lifetime-planned arena of the internal values and the fused groups' buffers: its bytes, each
+// value's offset into `offsets` and each group's into `group_offsets` (either may be null: sizing
+// only). Deterministic.
+uint64_t plan_values(const GraphView& graph, uint64_t* offsets, const FusedGroup* groups = nullptr,
+                     uint32_t group_count = 0, uint64_t* group_offsets = nullptr);
 // The whole layout (what plan_memory() reports and init() takes).
 Status plan(const GraphView& graph, Layout* l, ErrorContext* ctx);
 

@@ -540,6 +540,7 @@ Status GraphRunner::run_kernel(const Bound& b, uint32_t i, KernelContext& kernel
     if (ctx && ctx->instruction < 0) ctx->instruction = static_cast<int32_t>(i);
     return EMBER_FAIL(ctx, Error::InvalidArgument, "instruction %u (%s): input values rejected", i, b.info->name);
   }
+  kernel_ctx.instruction = i;
   b.kernel->fn(kernel_ctx, b.attrs, in, b.input_count, out, b.output_count);
   return Status::ok();
 }

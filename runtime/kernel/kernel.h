@@ -43,6 +43,9 @@ struct KernelContext {
   // A device backend's launch state for kernels that run on it (backends/cuda: the stream, library
   // handles, the device error word); null for host kernels. With it set, scratch is device memory.
   void* device = nullptr;
+  // The index of the instruction being run in its graph (set by GraphRunner before each kernel call):
+  // a device backend keys per-instruction launch plans by it (backends/cuda: fused quantization).
+  uint32_t instruction = 0;
 };
 
 // inputs[i].data is null for an absent optional input. Output dims are already set by the shape

@@ -15,6 +15,9 @@ const char* to_string(DeviceError e) {
     case DeviceError::BadQueryStart: return "query_start not increasing from 0 or beyond the token count";
     case DeviceError::IndexOutOfRange: return "an index outside [-1, rows)";
     case DeviceError::Nan: return "a non-finite value";
+    case DeviceError::BadSampling:
+      return "a sampling parameter out of range (temperature finite >= 0, top_p in [0, 1], repetition_penalty "
+             "finite > 0, position >= 0, history_len in [0, Hmax], history ids < vocab)";
   }
   return "an unknown device error";
 }

@@ -40,10 +40,36 @@ enum class DeviceError : uint32_t {
   BadQueryStart = 5,      // paged_attention: query_start not increasing / beyond T
   IndexOutOfRange = 6,    // logits_gather: an index outside [-1, T)
   Nan = 7,                // reserved: a non-finite value where none may be
+  BadSampling = 8,        // sample: a parameter outside its range (the portable sample_check's rules)
 };
 const char* to_string(DeviceError e);
 
 struct GemmCache;  // cuBLASLt plans per (shape, types, scale modes): ops/linear.cu
+
+// W8A8 activation quantization fused into the producer (README "Fusions"). The backend finds, at
+// init, each rms_norm / silu_mul whose f32 output [M, K] feeds a linear with FP8 per-tensor /
+// per-channel weights and per-token FP8 activations, and gives the group a planned device buffer
+// (alive from the producer to its last such linear). The producer writes the per-token scales and
+// the quantized rows there besides its f32 output; the linears read them instead of quantizing the
+// same rows once each. Both sides pick the form from (M, K) alone (quant_form), so no flag passes
+// between kernels. Indexed by KernelContext::instruction.
+enum class FusedRole : uint8_t { None, Produce, Consume };
+struct FusedQuant {
+  FusedRole role = FusedRole::None;
+  float* sx = nullptr;    // [M] per-token scales
+  void* data = nullptr;   // [M, K]: f32 values of the codes (QuantForm::F32) or e4m3 codes (Codes)
+};
+enum class QuantForm : uint8_t {
+  None,   // not fused: the linear quantizes x itself
+  F32,    // M <= 8 (the W8A8 GEMV): the codes' exact f32 values
+  Codes,  // M > 8 and K % 16 == 0 (the FP8 GEMM): e4m3 codes
+};
+constexpr int64_t kGemvMaxRows = 8;  // ops/linear.cu: the GEMV path's largest M
+inline QuantForm quant_form(int64_t m, int64_t k) {
+  if (m <= 0 || k <= 0) return QuantForm::None;
+  if (m <= kGemvMaxRows) return QuantForm::F32;
+  return k % 16 == 0 ? QuantForm::Codes : QuantForm::None;
+}
 
 // What every CUDA kernel function gets through KernelContext::device. Owned by the backend (one per
 // delegate; one stream per Method), borrowed by the ops for the call.
@@ -63,9 +89,20 @@ struct LaunchContext {
   // after the run; ops keep going (their launches are skipped once failed is set).
   bool failed = false;
   char message[256] = {};
+  // Fused W8A8 activation quantization, one entry per instruction (null: none fused).
+  const FusedQuant* fused = nullptr;
+  uint32_t fused_count = 0;
 };
 
 inline LaunchContext& launch_context(KernelContext& ctx) { return *static_cast<LaunchContext*>(ctx.device); }
+
+// This instruction's fused quantization in `role`, or null.
+inline const FusedQuant* fused_quant(const KernelContext& ctx, FusedRole role) {
+  const LaunchContext& lc = *static_cast<const LaunchContext*>(ctx.device);
+  if (lc.fused == nullptr || ctx.instruction >= lc.fused_count) return nullptr;
+  const FusedQuant* f = &lc.fused[ctx.instruction];
+  return f->role == role ? f : nullptr;
+}
 
 // Records the first failure: "what: detail" into lc.message, failed = true. Later ones are dropped.
 void record_failure(LaunchContext& lc, const char* what, const char* detail);

@@ -8,6 +8,7 @@
 #include <cstdint>
 
 #include "backends/cuda/ops/cuda_ops.h"
+#include "backends/cuda/ops/fp8.cuh"
 
 namespace ember::backends::cuda {
 namespace {
@@ -90,8 +91,10 @@ __global__ void embedding_f32x4_kernel(const float4* __restrict__ weight, const 
 
 // One block per row: sum of squares in double (exact products), variance rounded to f32,
 // rstd = f32(1 / sqrt(double(variance + eps))), y = w * (x * rstd) in f32.
+// With `qdata` set (W8A8 fused into the producer, cuda_ops.h FusedQuant): each row is then also
+// quantized per token into qsx[r] and row r of qdata (quantize_row's `kind`).
 __global__ void __launch_bounds__(1024) rms_norm_kernel(const float* __restrict__ x, const float* __restrict__ w, float* __restrict__ out,
-                                int64_t rows, int64_t h, float eps) {
+                                int64_t rows, int64_t h, float eps, float* qsx, uint8_t* qdata, int kind, int width) {
   __shared__ double shared[32];
   for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
     const float* row = x + r * h;
@@ -105,6 +108,7 @@ __global__ void __launch_bounds__(1024) rms_norm_kernel(const float* __restrict_
     const float rstd = static_cast<float>(1.0 / sqrt(static_cast<double>(__fadd_rn(variance, eps))));
     float* o = out + r * h;
     for (int64_t i = threadIdx.x; i < h; i += blockDim.x) o[i] = __fmul_rn(w[i], __fmul_rn(row[i], rstd));
+    if (qdata != nullptr) quantize_row(o, h, qsx + r, qdata + r * h * width, kind);
   }
 }
 
@@ -154,6 +158,16 @@ __global__ void silu_mul_x4_kernel(const float4* __restrict__ g, const float4* _
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
     const float4 a = g[i], b = u[i];
     out[i] = make_float4(silu_mul_one(a.x, b.x), silu_mul_one(a.y, b.y), silu_mul_one(a.z, b.z), silu_mul_one(a.w, b.w));
+  }
+}
+
+// One block per row, then the row quantized per token (W8A8 fused into the producer).
+__global__ void silu_mul_quant_kernel(const float* __restrict__ g, const float* __restrict__ u, float* out, int64_t rows,
+                                      int64_t k, float* qsx, uint8_t* qdata, int kind, int width) {
+  for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
+    const int64_t base = r * k;
+    for (int64_t p = threadIdx.x; p < k; p += blockDim.x) out[base + p] = silu_mul_one(g[base + p], u[base + p]);
+    quantize_row(out + base, k, qsx + r, qdata + base * width, kind);
   }
 }
 
@@ -243,6 +257,27 @@ inline int row_threads(int64_t work) {
   return 128;
 }
 
+// Where a fused producer quantizes its [rows, k] output (FusedQuant), or data null: not fused here.
+struct FusedTarget {
+  float* sx = nullptr;
+  uint8_t* data = nullptr;
+  int kind = kQuantF32;
+  int width = 4;  // bytes per element of `data`
+};
+FusedTarget fused_target(const KernelContext& ctx, int64_t rows, int64_t k) {
+  FusedTarget t;
+  const FusedQuant* f = fused_quant(ctx, FusedRole::Produce);
+  if (f == nullptr) return t;
+  switch (quant_form(rows, k)) {
+    case QuantForm::F32: t.kind = kQuantF32; t.width = 4; break;
+    case QuantForm::Codes: t.kind = kQuantCodes; t.width = 1; break;
+    case QuantForm::None: return t;  // the linears quantize x themselves
+  }
+  t.sx = f->sx;
+  t.data = static_cast<uint8_t*>(f->data);
+  return t;
+}
+
 }  // namespace
 
 EMBER_CUDA_KERNEL(embedding) {
@@ -285,8 +320,10 @@ EMBER_CUDA_KERNEL(rms_norm) {
   if (rows == 0) return;
   const int threads = h >= 4096 ? 1024 : row_threads(h);
   const int grid = static_cast<int>(rows < kMaxGrid ? rows : kMaxGrid);
+  FusedTarget q = fused_target(ctx, rows, h);
   rms_norm_kernel<<<grid, threads, 0, lc.stream>>>(x.data_as<const float>(), inputs[1].data_as<const float>(),
-                                                   outputs[0].data_as<float>(), rows, h, attrs.epsilon);
+                                                   outputs[0].data_as<float>(), rows, h, attrs.epsilon, q.sx, q.data,
+                                                   q.kind, q.width);
   check_launch(lc, "rms_norm");
 }
 
@@ -317,6 +354,15 @@ EMBER_CUDA_KERNEL(silu_mul) {
   const float* u = inputs[1].data_as<const float>();
   float* out = outputs[0].data_as<float>();
   constexpr int kThreads = 256;
+  const int64_t k = outputs[0].rank > 0 ? outputs[0].dims[outputs[0].rank - 1] : 1;
+  const FusedTarget q = fused_target(ctx, k > 0 ? n / k : 0, k);
+  if (q.data != nullptr) {
+    const int64_t rows = n / k;
+    silu_mul_quant_kernel<<<static_cast<int>(rows < kMaxGrid ? rows : kMaxGrid), k >= 4096 ? 1024 : row_threads(k), 0,
+                            lc.stream>>>(g, u, out, rows, k, q.sx, q.data, q.kind, q.width);
+    check_launch(lc, "silu_mul (fused W8A8 quantization)");
+    return;
+  }
   int64_t done = 0;
   if (aligned16(g) && aligned16(u) && aligned16(out) && n >= 4) {
     const int64_t n4 = n / 4;

@@ -34,6 +34,7 @@
 #include <type_traits>
 
 #include "backends/cuda/ops/cuda_ops.h"
+#include "backends/cuda/ops/fp8.cuh"
 #include "backends/cuda/ops/linear_internal.cuh"
 
 namespace ember::backends::cuda {
@@ -69,17 +70,6 @@ struct WDesc {
 
 __device__ __forceinline__ float bf16_round(float v) { return __bfloat162float(__float2bfloat16_rn(v)); }
 
-__device__ __forceinline__ float f32_nan(uint32_t sign) { return __uint_as_float(0x7FC00000u | sign); }
-
-__device__ __forceinline__ float e4m3_dec(uint32_t code) {
-  const uint32_t sign = (code & 0x80u) << 24;
-  const uint32_t mag = code & 0x7Fu;
-  if (mag == 0x7Fu) return f32_nan(sign);
-  const uint32_t e = mag >> 3, man = mag & 7u;
-  const float v = e != 0 ? __uint_as_float(((e + 120u) << 23) | (man << 20)) : static_cast<float>(man) * 0.001953125f;
-  return __uint_as_float(__float_as_uint(v) | sign);
-}
-
 __device__ __forceinline__ float e8m0_dec(uint32_t c) {
   if (c == 0xFFu) return f32_nan(0);
   if (c == 0u) return __uint_as_float(0x00400000u);
@@ -93,29 +83,6 @@ __device__ __forceinline__ float e2m1_dec(uint32_t c) {
   uint32_t bits = mag >= 2 ? ((((mag >> 1) + 126u) << 23) | ((mag & 1u) << 22)) : (mag != 0 ? 0x3F000000u : 0u);
   bits |= (c & 8u) << 28;
   return __uint_as_float(bits);
-}
-
-// f32 -> e4m3fn, bit-exact with runtime/core/float_codecs.h's f32_to_e4m3fn.
-__device__ __forceinline__ uint32_t f32_to_e4m3(float f) {
-  const uint32_t u = __float_as_uint(f);
-  const uint32_t sign = (u >> 24) & 0x80u;
-  const uint32_t abs = u & 0x7FFFFFFFu;
-  if (abs > 0x7F800000u) return sign | 0x7Fu;
-  if (abs >= 0x43E00000u) return sign | 0x7Eu;
-  const uint32_t exp_field = abs >> 23;
-  const int e = exp_field == 0 ? 1 : static_cast<int>(exp_field);
-  const uint32_t sig = exp_field == 0 ? abs : ((abs & 0x7FFFFFu) | 0x800000u);
-  const int unbiased = e - 127;
-  const bool normal = unbiased >= -6;
-  const int unit_exp = (normal ? unbiased : -6) - 3;
-  const int shift = unit_exp - (e - 150);
-  if (shift > 24) return sign;
-  uint32_t q = sig >> shift;
-  const uint32_t rest = sig & ((1u << shift) - 1u);
-  const uint32_t half = 1u << (shift - 1);
-  if (rest > half || (rest == half && (q & 1u) != 0)) ++q;
-  const uint32_t base = normal ? static_cast<uint32_t>(unbiased + 6) << 3 : 0u;
-  return sign | (base + q);
 }
 
 __device__ __forceinline__ float fp8_scale_at(const WDesc& w, int64_t j, int64_t p) {
@@ -372,40 +339,12 @@ __global__ void to_bf16_kernel(const float* __restrict__ x, int64_t count, __nv_
   }
 }
 
-enum QuantOut : int { kQuantF32 = 0, kQuantCodes = 1, kQuantBf16 = 2 };
-
-// W8A8 activations, one block per row i (the reference's numerics): amax = max |x| (NaN ignored),
-// s = amax / 448 (1 when 0), code = e4m3fn(x / s). Writes s to sx[i] and the codes as `kind` says:
-// the e4m3 codes, or their (exact) f32 / bf16 values.
+// W8A8 activations, one block per row i (fp8.cuh's quantize_row): sx[i] and row i of `out`.
 __global__ void quantize_rows_kernel(const float* __restrict__ x, int64_t k, float* __restrict__ sx, void* out,
                                      int kind) {
-  __shared__ float warp_max[32];
   const int64_t i = blockIdx.x;
-  const float* xi = x + i * k;
-  float amax = 0.0f;
-  for (int64_t p = threadIdx.x; p < k; p += blockDim.x) amax = fmaxf(amax, fabsf(xi[p]));
-  for (int off = 16; off > 0; off >>= 1) amax = fmaxf(amax, __shfl_xor_sync(0xFFFFFFFFu, amax, off));
-  if ((threadIdx.x & 31) == 0) warp_max[threadIdx.x >> 5] = amax;
-  __syncthreads();
-  if (threadIdx.x < 32) {
-    amax = threadIdx.x < (blockDim.x >> 5) ? warp_max[threadIdx.x] : 0.0f;
-    for (int off = 16; off > 0; off >>= 1) amax = fmaxf(amax, __shfl_xor_sync(0xFFFFFFFFu, amax, off));
-    if (threadIdx.x == 0) warp_max[0] = amax;
-  }
-  __syncthreads();
-  float s = __fdiv_rn(warp_max[0], 448.0f);
-  if (s == 0.0f) s = 1.0f;
-  if (threadIdx.x == 0) sx[i] = s;
-  for (int64_t p = threadIdx.x; p < k; p += blockDim.x) {
-    const uint32_t code = f32_to_e4m3(__fdiv_rn(xi[p], s));
-    if (kind == kQuantCodes) {
-      static_cast<uint8_t*>(out)[i * k + p] = static_cast<uint8_t>(code);
-    } else if (kind == kQuantF32) {
-      static_cast<float*>(out)[i * k + p] = e4m3_dec(code);
-    } else {
-      static_cast<__nv_bfloat16*>(out)[i * k + p] = __float2bfloat16_rn(e4m3_dec(code));
-    }
-  }
+  const int64_t width = kind == kQuantCodes ? 1 : kind == kQuantF32 ? 4 : 2;
+  quantize_row(x + i * k, k, sx + i, static_cast<uint8_t*>(out) + i * k * width, kind);
 }
 
 // sw[j] = scales[j / bn]: a per-tensor or per-channel FP8 scale as a length-n vector (OUTER_VEC).
@@ -652,8 +591,6 @@ ScratchLayout scratch_layout(int64_t m, int64_t n, int64_t k, bool weight_f32) {
   return s;
 }
 
-constexpr int kGemvMaxRows = 8;
-
 template <int FMT, bool W8A8>
 void launch_gemv(LaunchContext& lc, const float* x, const WDesc& w, const float* bias, float* y, int m, bool vec,
                  const float* sx) {
@@ -768,7 +705,8 @@ EMBER_CUDA_KERNEL(linear) {
     return;
   }
   uint8_t* scratch = ctx.scratch.data();
-  float* sx = reinterpret_cast<float*>(scratch + sl.sx);
+  float* const sx_own = reinterpret_cast<float*>(scratch + sl.sx);  // where this call quantizes to
+  const float* sx = sx_own;  // the per-token scales used (the producer's when fused)
   const bool x_aligned = ptr_align(x) >= 16 && k % 4 == 0;
   const bool vec = x_aligned && ptr_align(w.data) >= 16 && w.row_bytes % 16 == 0;
 
@@ -779,9 +717,17 @@ EMBER_CUDA_KERNEL(linear) {
       w.round_w = layout == QuantLayout::Block2d || layout == QuantLayout::Mx;
     }
     if (w8a8) {
-      float* xq = reinterpret_cast<float*>(scratch + sl.x);
-      quantize_rows_kernel<<<static_cast<unsigned>(m), kEltThreads, 0, lc.stream>>>(x, k, sx, xq, kQuantF32);
-      if (!check_launch(lc, "linear (quantize)")) return;
+      // The producer quantized these rows already (fused), or they are quantized here.
+      const FusedQuant* fq = fused_quant(ctx, FusedRole::Consume);
+      const float* xq = reinterpret_cast<float*>(scratch + sl.x);
+      if (fq != nullptr && quant_form(m, k) == QuantForm::F32) {
+        xq = static_cast<const float*>(fq->data);
+        sx = fq->sx;
+      } else {
+        quantize_rows_kernel<<<static_cast<unsigned>(m), kEltThreads, 0, lc.stream>>>(x, k, sx_own, scratch + sl.x,
+                                                                                     kQuantF32);
+        if (!check_launch(lc, "linear (quantize)")) return;
+      }
       const bool qvec = k % 16 == 0 && ptr_align(w.data) >= 16;  // xq is scratch: 256-byte aligned
       launch_gemv<kFp8Raw, true>(lc, xq, w, bias, y, mi, qvec, sx);
       return;
@@ -817,10 +763,17 @@ EMBER_CUDA_KERNEL(linear) {
     // FP8 tensor cores when the layouts allow (TN, 16-byte multiples); the plan is tried without
     // reporting, so a refusal falls back to the exact bf16 route below.
     if (k % 16 == 0 && n % 16 == 0 && ptr_align(w.data) >= 16) {
-      uint8_t* codes = scratch + sl.x;
+      const uint8_t* codes = scratch + sl.x;
       float* sw = reinterpret_cast<float*>(scratch + sl.sw);
-      quantize_rows_kernel<<<static_cast<unsigned>(m), kEltThreads, 0, lc.stream>>>(x, k, sx, codes, kQuantCodes);
-      if (!check_launch(lc, "linear (quantize)")) return;
+      const FusedQuant* fq = fused_quant(ctx, FusedRole::Consume);
+      if (fq != nullptr && quant_form(m, k) == QuantForm::Codes) {  // quantized by the producer
+        codes = static_cast<const uint8_t*>(fq->data);
+        sx = fq->sx;
+      } else {
+        quantize_rows_kernel<<<static_cast<unsigned>(m), kEltThreads, 0, lc.stream>>>(x, k, sx_own, scratch + sl.x,
+                                                                                     kQuantCodes);
+        if (!check_launch(lc, "linear (quantize)")) return;
+      }
       expand_scale_kernel<<<elt_blocks(n, lc.sm_count), kEltThreads, 0, lc.stream>>>(fp8_scales, w.bn, n, sw);
       if (!check_launch(lc, "linear (scales)")) return;
       GemmArgs g;
@@ -848,7 +801,8 @@ EMBER_CUDA_KERNEL(linear) {
       if (lc.failed) return;
     }
     __nv_bfloat16* xq = reinterpret_cast<__nv_bfloat16*>(scratch + sl.x);
-    quantize_rows_kernel<<<static_cast<unsigned>(m), kEltThreads, 0, lc.stream>>>(x, k, sx, xq, kQuantBf16);
+    sx = sx_own;
+    quantize_rows_kernel<<<static_cast<unsigned>(m), kEltThreads, 0, lc.stream>>>(x, k, sx_own, xq, kQuantBf16);
     if (!check_launch(lc, "linear (quantize)")) return;
     if (!chunked_gemm(lc, w, kFp8Raw, false, xq, y, m, chunk)) return;
     launch_epilogue(lc, y, m, n, sx, fp8_scales, w.bn, bias);

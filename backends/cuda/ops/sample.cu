@@ -159,6 +159,7 @@ struct Params {
   int32_t* ids;
   float* logprobs;
   float* z;  // scratch [S, V]
+  uint32_t* error_word;
   int vocab;
   int hmax;
 };
@@ -189,6 +190,27 @@ __global__ void __launch_bounds__(kThreads) sample_kernel(Params p) {
   float* z = p.z + static_cast<int64_t>(r) * v;
   const float temperature = p.temperature[r];
   const bool greedy = temperature == 0.0f;
+
+  // 0. The parameters, as the portable kernel's input check (which the host cannot run on device
+  //    memory): a row outside the rules gets id 0 and a NaN logprob, and the step fails.
+  {
+    const float top_p = p.top_p[r], penalty = p.penalty[r];
+    const int hlen = p.history_len[r];
+    bool bad = !(temperature >= 0.0f) || isinf(temperature) || !(top_p >= 0.0f && top_p <= 1.0f) ||
+               !(penalty > 0.0f) || isinf(penalty) || p.position[r] < 0 || hlen < 0 || hlen > p.hmax;
+    if (!bad) {
+      const int32_t* history = p.history + static_cast<int64_t>(r) * p.hmax;
+      for (int j = tid; j < hlen; j += kThreads) bad = bad || history[j] >= v;
+    }
+    if (__syncthreads_or(bad)) {
+      if (tid == 0) {
+        p.ids[r] = 0;
+        p.logprobs[r] = quiet_nan();
+        device_report(p.error_word, OpCode::Sample, DeviceError::BadSampling);
+      }
+      return;
+    }
+  }
 
   // 1. The penalized (greedy) or penalized and tempered (NaN -> -inf) row. A penalized id takes its
   //    value from the original logit, so duplicates in the history apply once.
@@ -477,6 +499,7 @@ EMBER_CUDA_KERNEL(sample) {
   p.ids = outputs[0].data_as<int32_t>();
   p.logprobs = outputs[1].data_as<float>();
   p.z = reinterpret_cast<float*>(ctx.scratch.data());
+  p.error_word = lc.error_word;
   p.vocab = static_cast<int>(vocab);
   p.hmax = static_cast<int>(hmax);
   sample_kernel<<<static_cast<unsigned>(rows), kThreads, 0, lc.stream>>>(p);

@@ -18,6 +18,7 @@
 #include <fstream>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -26,6 +27,7 @@
 
 #include "backends/cuda/register.h"
 #include "exporter/importers/hf_llm/step_graph.h"
+#include "exporter/passes/quantize.h"
 #include "runtime/llm/engine.h"
 #include "tests/common/program_util.h"
 #include "tests/runtime/llm/engine_test_util.h"
@@ -98,7 +100,8 @@ struct Exported {
 };
 
 std::vector<uint8_t> ExportStep(const std::string& name, int64_t max_seqs, int64_t max_tokens,
-                                const std::vector<std::string>& backends, int32_t* vocab, int64_t* layers) {
+                                const std::vector<std::string>& backends, int32_t* vocab, int64_t* layers,
+                                const std::optional<exporter::QuantizeOptions>& quantize = std::nullopt) {
   exporter::hf::StepOptions options;
   options.max_seqs = max_seqs;
   options.max_tokens = max_tokens;
@@ -109,7 +112,7 @@ std::vector<uint8_t> ExportStep(const std::string& name, int64_t max_seqs, int64
   exporter::hf::StepImport a = exporter::hf::import_step(checkpoint_dir(name), options);
   if (vocab != nullptr) *vocab = static_cast<int32_t>(a.config.vocab_size);
   if (layers != nullptr) *layers = a.config.num_layers;
-  return testing::export_program(std::move(a.graph), backends).program.bytes;
+  return testing::export_program(std::move(a.graph), backends, quantize).program.bytes;
 }
 
 const Exported& Export(const std::string& name) {
@@ -343,6 +346,28 @@ TEST(CudaLlm, GreedyIdsEqualThePortableRunWholeAndDelegated) {
     std::printf("%s on cuda: greedy ids vs portable, %d near-tie positions (gap < %.0e) met\n", f.name, ties, f.gap);
   }
   std::printf("near-tie positions in all checkpoints: %d\n", total_ties);
+}
+
+// W8A8 (--quantize fp8-dynamic): the rms_norm / silu_mul producers quantize the activations for
+// their linears (fused; plan.h FusedGroup). Prefill chunks of up to 32 tokens take the FP8 GEMM
+// (codes), decode steps the GEMV (f32 values, bit-exact with the reference's W8A8).
+TEST(CudaLlm, W8a8WithQuantizationFusedIntoProducersGivesThePortableIds) {
+  if (!HaveGpu()) return;
+  auto cpu_rt = MakeRuntime(false), cuda_rt = MakeRuntime(true);
+  exporter::QuantizeOptions q;
+  q.preset = exporter::QuantPreset::Fp8Dynamic;
+  q.min_size = 0;
+  int32_t vocab = 0;
+  const std::vector<uint8_t> program = ExportStep("qwen3_f32", 4, 32, {"portable"}, &vocab, nullptr, q);
+  const Load cpu_load, cuda_load({"cuda"});
+  testing::LoadedMethod cpu(program, cpu_rt->context, cpu_load.options);
+  ASSERT_TRUE(cpu.ok()) << cpu.ctx().message;
+  testing::LoadedMethod gpu(program, cuda_rt->context, cuda_load.options);
+  ASSERT_TRUE(gpu.ok()) << gpu.ctx().message;
+  const Generation expected = Generate(cpu.method(), vocab, Prompts(vocab), 4, 32);
+  const Generation got = Generate(gpu.method(), vocab, Prompts(vocab), 4, 32);
+  const int ties = CompareGreedy(got, expected, 1e-3);
+  std::printf("qwen3_f32 W8A8 on cuda: greedy ids vs portable, %d near-tie positions met\n", ties);
 }
 
 TEST(CudaLlm, ASequenceAloneAndInABatchOf32GetTheSameIds) {

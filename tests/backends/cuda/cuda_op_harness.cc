@@ -53,7 +53,7 @@ CudaOpHarness::~CudaOpHarness() {
 
 CudaOpHarness::Result CudaOpHarness::run(KernelFn fn, ScratchFn scratch_fn, const OpAttrs& attrs,
                                          std::vector<TensorView> inputs, std::vector<TensorView> outputs,
-                                         bool exact) {
+                                         bool exact, uint32_t instruction) {
   Result result;
   if (!ok_) {
     result.failed = true;
@@ -102,6 +102,7 @@ CudaOpHarness::Result CudaOpHarness::run(KernelFn fn, ScratchFn scratch_fn, cons
   lc_.exact = exact;
   KernelContext ctx;
   ctx.device = &lc_;
+  ctx.instruction = instruction;
   ctx.scratch = Span<uint8_t>(static_cast<uint8_t*>(scratch), scratch_bytes);
   fn(ctx, attrs, d_in.data(), d_in.size(), d_out.data(), d_out.size());
   const cudaError_t err = cudaStreamSynchronize(lc_.stream);

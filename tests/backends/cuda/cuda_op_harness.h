@@ -31,8 +31,14 @@ class CudaOpHarness {
   // `inputs` and `outputs` are host views (data = host memory; an input's quant may point at a host
   // QuantView whose scale / global_scale are host pointers). Output dims must be set. `scratch` may
   // be null (no scratch). `exact` sets LaunchContext::exact. Outputs and inputs are copied back.
+  // `instruction` is KernelContext::instruction (the index set_fused's table is read at).
   Result run(KernelFn fn, ScratchFn scratch, const OpAttrs& attrs, std::vector<TensorView> inputs,
-             std::vector<TensorView> outputs, bool exact = false);
+             std::vector<TensorView> outputs, bool exact = false, uint32_t instruction = 0);
+  // The fused-quantization table the next runs see (LaunchContext::fused; null: none). Borrowed.
+  void set_fused(const backends::cuda::FusedQuant* table, uint32_t count) {
+    lc_.fused = table;
+    lc_.fused_count = count;
+  }
 
   const backends::cuda::LaunchContext& launch() const { return lc_; }
 

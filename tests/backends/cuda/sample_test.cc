@@ -18,6 +18,7 @@
 
 #include "kernels/reference/ops.h"
 #include "runtime/core/philox.h"
+#include "runtime/kernel/op_info.h"
 #include "tests/backends/cuda/cuda_op_harness.h"
 
 namespace ember {
@@ -229,10 +230,12 @@ void report(const Tally& t, const char* what) {
 }
 
 void fill_history(Batch& b, int64_t r, std::mt19937_64& rng) {
-  std::uniform_int_distribution<int32_t> id(-2, static_cast<int32_t>(b.v + 3));
+  // Negative ids are padding; ids >= V and lengths outside [0, Hmax] fail the step (see
+  // ParametersOutsideTheirRulesFailTheStep).
+  std::uniform_int_distribution<int32_t> id(-2, static_cast<int32_t>(b.v - 1));
   for (int64_t j = 0; j < b.hmax; ++j) b.history[r * b.hmax + j] = id(rng);
   if (b.hmax > 3) b.history[r * b.hmax + 1] = b.history[r * b.hmax];  // a duplicate applies once
-  b.history_len[r] = std::uniform_int_distribution<int32_t>(-1, static_cast<int32_t>(b.hmax + 2))(rng);
+  b.history_len[r] = std::uniform_int_distribution<int32_t>(0, static_cast<int32_t>(b.hmax))(rng);
 }
 
 void random_logits(Batch& b, int64_t r, std::mt19937_64& rng, double scale) {
@@ -413,8 +416,8 @@ TEST(CudaSample, SampledNonFinite) {
   std::fill(row, row + v, -kInf);
   row[7] = 1.0f, row[8] = 2.0f, row[200] = 2.0f;
   b.top_k[5] = 10;
-  b.temperature[6] = kNan;   // every z NaN -> -inf: id 0, NaN
-  b.temperature[7] = -1.0f;  // a negative temperature flips the order
+  b.temperature[6] = 1e-37f;  // tiny: tempered logits near the top of the f32 range
+  b.temperature[7] = 1e30f;   // huge: tempered logits near 0, every id almost alike
   b.top_k[7] = 3;
   row = b.row(8);  // +inf with top-k and top-p on
   row[33] = kInf;
@@ -438,9 +441,72 @@ TEST(CudaSample, SampledNonFinite) {
   EXPECT_EQ(got.logprobs[2], 0.0f);
   EXPECT_EQ(got.ids[3], 0);
   EXPECT_TRUE(std::isnan(got.logprobs[3]));
-  EXPECT_EQ(got.ids[6], 0);
   EXPECT_EQ(got.ids[9], 123);
   EXPECT_NEAR(got.logprobs[9], 0.0f, 1e-6);
+}
+
+// The portable kernel's input check (sample_check) runs on the host; on the device the kernel
+// applies the same rules: a bad row gets id 0 and a NaN logprob, the step's error word says
+// BadSampling, and the other rows are still the reference's.
+TEST(CudaSample, ParametersOutsideTheirRulesFailTheStep) {
+  struct Bad {
+    const char* what;
+    void (*apply)(Batch&, int64_t r);
+  };
+  const Bad cases[] = {
+      {"temperature NaN", [](Batch& b, int64_t r) { b.temperature[r] = kNan; }},
+      {"temperature -1", [](Batch& b, int64_t r) { b.temperature[r] = -1.0f; }},
+      {"temperature inf", [](Batch& b, int64_t r) { b.temperature[r] = kInf; }},
+      {"top_p -0.1", [](Batch& b, int64_t r) { b.top_p[r] = -0.1f; }},
+      {"top_p 1.5", [](Batch& b, int64_t r) { b.top_p[r] = 1.5f; }},
+      {"top_p NaN", [](Batch& b, int64_t r) { b.top_p[r] = kNan; }},
+      {"repetition_penalty 0", [](Batch& b, int64_t r) { b.penalty[r] = 0.0f; }},
+      {"repetition_penalty -2", [](Batch& b, int64_t r) { b.penalty[r] = -2.0f; }},
+      {"repetition_penalty inf", [](Batch& b, int64_t r) { b.penalty[r] = kInf; }},
+      {"repetition_penalty NaN", [](Batch& b, int64_t r) { b.penalty[r] = kNan; }},
+      {"position -1", [](Batch& b, int64_t r) { b.position[r] = -1; }},
+      {"history_len -1", [](Batch& b, int64_t r) { b.history_len[r] = -1; }},
+      {"history_len Hmax + 1", [](Batch& b, int64_t r) { b.history_len[r] = static_cast<int32_t>(b.hmax + 1); }},
+      {"history id V", [](Batch& b, int64_t r) {
+         b.history_len[r] = static_cast<int32_t>(b.hmax);
+         b.history[r * b.hmax + b.hmax - 1] = static_cast<int32_t>(b.v);
+       }},
+  };
+  const OpInfo* info = find_op_info(OpCode::Sample);
+  ASSERT_NE(info, nullptr);
+  ASSERT_NE(info->check_inputs, nullptr);
+  for (const Bad& c : cases) {
+    SCOPED_TRACE(c.what);
+    Batch b;
+    b.resize(3, 257, 4);
+    std::mt19937_64 rng(21);
+    for (int64_t r = 0; r < b.s; ++r) {
+      random_logits(b, r, rng, 2.0);
+      b.temperature[r] = r == 2 ? 0.7f : 0.0f;
+      b.seed[r] = static_cast<int32_t>(rng());
+      b.position[r] = static_cast<int32_t>(r);
+    }
+    c.apply(b, 1);
+    const std::vector<TensorView> in = inputs_of(b);
+    ErrorContext ectx;
+    EXPECT_FALSE(info->check_inputs(OpAttrs(), in.data(), in.size(), &ectx).is_ok()) << "the host check accepts it";
+    const Outcome want = run_reference(b);
+    CudaOpHarness harness;
+    ASSERT_TRUE(harness.ok());
+    Outcome got;
+    got.ids.assign(3, -7);
+    got.logprobs.assign(3, -7.0f);
+    const auto r = harness.run(cuda::sample, cuda::sample_scratch, OpAttrs(), in,
+                               {view(got.ids.data(), ScalarType::I32, b.s), view(got.logprobs.data(), ScalarType::F32, b.s)});
+    ASSERT_FALSE(r.failed) << r.message;
+    EXPECT_EQ(r.error_word, (static_cast<uint32_t>(OpCode::Sample) << 8) | static_cast<uint32_t>(cuda::DeviceError::BadSampling));
+    EXPECT_EQ(got.ids[1], 0);
+    EXPECT_TRUE(std::isnan(got.logprobs[1]));
+    for (int64_t row : {0, 2}) {
+      EXPECT_EQ(got.ids[size_t(row)], want.ids[size_t(row)]) << "row " << row;
+      EXPECT_NEAR(got.logprobs[size_t(row)], want.logprobs[size_t(row)], 1e-5) << "row " << row;
+    }
+  }
 }
 
 TEST(CudaSample, ScratchAndEmptyBatch) {
