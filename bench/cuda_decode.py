@@ -770,7 +770,7 @@ def main(argv=None):
     ap.add_argument("--export-backends",
                     help="exporter --backends (default cuda, which needs the capability manifest; tiny: the exporter's default)")
     ap.add_argument("--device", help="torch device of the checkpoint, hf and roofline stages (default cuda; tiny: cpu)")
-    ap.add_argument("--dtypes", default="bf16,fp8", help="programs to export and run (llm_decode.FORMATS)")
+    ap.add_argument("--dtypes", default="bf16,fp8,fp8-dynamic", help="programs to export and run (llm_decode.FORMATS)")
     ap.add_argument("--batches", default="1,8,32,128,512")
     ap.add_argument("--prompt-tokens", type=int, default=16)
     ap.add_argument("--new-tokens", type=int, default=64)

@@ -83,7 +83,8 @@ CONFIG = {
 }
 TOKENIZER_SRC = os.path.join(REPO, "build-ox", "llm_checkpoints", "qwen2_bf16")
 EXPORT_FLAGS = ["--max-seqs", "8", "--max-tokens", "256", "--max-context", "512"]
-FORMATS = {"bf16": [], "fp8": ["--quantize", "fp8"], "mxfp8": ["--quantize", "mxfp8"],
+FORMATS = {"bf16": [], "fp8": ["--quantize", "fp8"], "fp8-dynamic": ["--quantize", "fp8-dynamic"],
+           "mxfp8": ["--quantize", "mxfp8"],
            "nvfp4": ["--quantize", "nvfp4"]}
 PROMPT_TOKENS = 32
 WORDS = ("the quick brown fox jumps over a lazy dog while seven small birds sing about rivers "
@@ -185,7 +186,7 @@ def write_checkpoint(ckpt_dir, config, pad_tokenizer):
 def linear_bytes(n, k, fmt):
     if fmt == "bf16":
         return n * k * 2
-    if fmt == "fp8":
+    if fmt in ("fp8", "fp8-dynamic"):  # per-channel weights (fp8-dynamic: FP8 activations too)
         return n * k + n * 4
     if fmt == "mxfp8":
         return n * k + n * k // 32
