@@ -4,11 +4,56 @@
 #include <cstdio>
 #include <map>
 #include <set>
+#include <utility>
 
 namespace ember::exporter {
+namespace {
+
+std::string spec_text(const CompileSpecOption& spec) {
+  return spec.backend + ":" + spec.key + "=" + std::string(spec.value.begin(), spec.value.end());
+}
+
+// Before any work: each spec names a listed backend, and a backend has each key once.
+void check_spec_backends(const ExportOptions& options) {
+  std::set<std::pair<std::string, std::string>> seen;
+  for (const CompileSpecOption& spec : options.compile_specs) {
+    bool listed = false;
+    std::string list;
+    for (const std::string& b : options.backends) {
+      listed = listed || b == spec.backend;
+      list += (list.empty() ? "" : ",") + b;
+    }
+    if (!listed) {
+      throw ExportError("--compile-spec " + spec_text(spec) + ": backend '" + spec.backend + "' is not in --backends (" +
+                        list + ")");
+    }
+    if (!seen.emplace(spec.backend, spec.key).second) {
+      throw ExportError("--compile-spec " + spec_text(spec) + ": key '" + spec.key + "' given twice for backend '" +
+                        spec.backend + "'");
+    }
+  }
+}
+
+// After partitioning: a spec no delegate would carry is a mistake (a misspelt backend, or nodes that
+// all went elsewhere), not something to drop silently.
+void check_spec_delegates(const std::vector<CompileSpecOption>& specs, const Partition& partition) {
+  for (const CompileSpecOption& spec : specs) {
+    bool used = false;
+    for (const DelegateGraph& d : partition.delegates) used = used || d.backend == spec.backend;
+    if (!used) {
+      throw ExportError("--compile-spec " + spec_text(spec) + ": no delegate went to backend '" + spec.backend + "' (" +
+                        (spec.backend == kPortableBackend ? "the portable kernels are not a delegate"
+                                                          : "no node of the graph runs on it") +
+                        "), so nothing would carry the spec");
+    }
+  }
+}
+
+}  // namespace
 
 ExportResult export_graph(Graph graph, const ExportOptions& options) {
   const auto start = std::chrono::steady_clock::now();
+  check_spec_backends(options);
   ExportResult r;
   auto stage = [&](const char* name) {
     if (options.stage != nullptr) *options.stage = name;
@@ -54,6 +99,7 @@ ExportResult export_graph(Graph graph, const ExportOptions& options) {
     }
     r.partition = portable_partition(graph);
   }
+  check_spec_delegates(options.compile_specs, r.partition);
   stage("planning memory");
   r.plan = plan_memory(graph, r.partition);
   stage("serializing");
@@ -61,6 +107,7 @@ ExportResult export_graph(Graph graph, const ExportOptions& options) {
   so.strip_debug = options.strip_debug;
   so.llm = options.llm;
   so.method_name = options.method_name;
+  so.compile_specs = options.compile_specs;
   r.program = serialize_program(graph, r.partition, r.plan, so);
   r.graph = std::move(graph);
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();

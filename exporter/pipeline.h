@@ -34,6 +34,10 @@ struct ExportOptions {
   // any pass can hide them, and on the ones the passes make): false = ExportError naming the first
   // offenders; true (exporter --allow-non-finite-weights) = exported, with a line in `warnings`.
   bool allow_non_finite_weights = false;
+  // Compile specs for the delegates of a backend (SerializeOptions::compile_specs). ExportError when
+  // a spec's backend is not in `backends`, when no delegate went to it, or when one backend has a
+  // key twice.
+  std::vector<CompileSpecOption> compile_specs;
   // When set, export_graph writes the step it is in ("checking weights", "folding constants",
   // "quantizing", "partitioning", "planning memory", "serializing") for the CLI's out-of-memory
   // message. Borrowed for the call.

@@ -344,9 +344,9 @@ class CudaBackend final : public Backend {
 
   Result<MemoryRequirements> plan_memory(BackendLoadContext& ctx, const GraphView& graph,
                                          Span<const CompileSpec> specs) const override {
-    EMBER_RETURN_IF_ERROR(check(ctx, graph, specs));
+    EMBER_RETURN_IF_ERROR(check(ctx, graph));
     Layout l;
-    EMBER_RETURN_IF_ERROR(plan(graph, &l, ctx.error));
+    EMBER_RETURN_IF_ERROR(plan(graph, specs, &l, ctx.error));
     MemoryRequirements req;
     req.host_bytes = sizeof(DelegateHandle) + l.host_bytes;
     req.pinned_bytes = l.pinned_bytes;
@@ -356,10 +356,10 @@ class CudaBackend final : public Backend {
 
   Result<DelegateHandle*> init(BackendInitContext& ctx, const GraphView& graph,
                                Span<const CompileSpec> specs) const override {
-    EMBER_RETURN_IF_ERROR(check(ctx, graph, specs));
+    EMBER_RETURN_IF_ERROR(check(ctx, graph));
+    Layout l;  // before the device check: a bad compile spec is reported the same with or without a GPU
+    EMBER_RETURN_IF_ERROR(plan(graph, specs, &l, ctx.error));
     EMBER_RETURN_IF_ERROR(check_device(ctx.error));
-    Layout l;
-    EMBER_RETURN_IF_ERROR(plan(graph, &l, ctx.error));
     DeviceAllocator* allocator = ctx.runtime->device_allocator;
     const AllocationRequest handle_request =
         request_of(MemoryDomain::Host, AllocationRequest::Purpose::Other, sizeof(DelegateHandle), "");
@@ -531,10 +531,8 @@ class CudaBackend final : public Backend {
     return Status::ok();
   }
 
-  static Status check(BackendLoadContext& ctx, const GraphView& graph, Span<const CompileSpec> specs) {
-    for (const CompileSpec& spec : specs) {
-      return EMBER_FAIL(ctx.error, Error::NotSupported, "cuda: unknown compile spec '%s'", spec.key);
-    }
+  // The compile specs are checked by plan() (plan_buckets: the bucket lists).
+  static Status check(BackendLoadContext& ctx, const GraphView& graph) {
     if (graph.input_count() > kMaxIo || graph.output_count() > kMaxIo) {
       return EMBER_FAIL(ctx.error, Error::NotSupported, "cuda: more than %zu inputs or outputs", kMaxIo);
     }

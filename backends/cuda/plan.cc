@@ -59,6 +59,9 @@ int64_t symbol_max(const fb::Graph& g, uint16_t sym) { return g.symbols()->Get(s
 
 namespace {
 
+// A list of bucket values: kMaxBuckets entries from a spec, plus the max when it is missing.
+constexpr uint32_t kMaxList = kMaxBuckets + 1;
+
 // Powers of two up to the max (the max itself last).
 uint32_t ladder(int64_t max, int64_t* out, uint32_t cap) {
   uint32_t n = 0;
@@ -67,12 +70,110 @@ uint32_t ladder(int64_t max, int64_t* out, uint32_t cap) {
   return n;
 }
 
+// `n` bytes of program text for a message, NUL-terminated in `out` (cap bytes): all of them when they
+// fit, else the first cap - 4 and "..."; non-printable bytes as '?' (the program is untrusted).
+void printable(const uint8_t* p, size_t n, char* out, size_t cap) {
+  const size_t keep = n <= cap - 1 ? n : cap - 4;
+  for (size_t i = 0; i < keep; ++i) out[i] = (p[i] >= 0x20 && p[i] < 0x7f) ? static_cast<char>(p[i]) : '?';
+  size_t end = keep;
+  if (keep < n) {
+    std::memcpy(out + keep, "...", 3);
+    end += 3;
+  }
+  out[end] = '\0';
+}
+
+constexpr size_t kTextCap = 68;  // a spec's value in a message (ErrorContext keeps 256 bytes)
+
+// A bucket spec's value: a comma-separated, strictly ascending list of positive decimal integers,
+// each <= max (the graph's max of `dim`); the max is appended when the list does not end with it.
+Status parse_list(const CompileSpec& spec, const char* dim, int64_t max, int64_t* out, uint32_t* count,
+                  ErrorContext* ctx) {
+  char text[kTextCap];
+  printable(spec.value.data(), spec.value.size(), text, sizeof(text));
+  const uint8_t* p = spec.value.data();
+  const size_t size = spec.value.size();
+  if (size == 0) {
+    return EMBER_FAIL(ctx, Error::InvalidArgument,
+                      "cuda: compile spec %s = '': empty (expected ascending positive integers, e.g. 1,2,4,8)",
+                      spec.key);
+  }
+  uint32_t n = 0;
+  for (size_t at = 0; at <= size;) {
+    size_t end = at;
+    while (end < size && p[end] != ',') ++end;
+    char item[24];
+    printable(p + at, end - at, item, sizeof(item));
+    // Digits only; past the max the value stops growing (no overflow), its text is what is reported.
+    bool digits = end > at;
+    int64_t v = 0;
+    for (size_t k = at; k < end && digits; ++k) {
+      if (p[k] < '0' || p[k] > '9') digits = false;
+      else if (v <= max) v = v > (INT64_MAX - 9) / 10 ? INT64_MAX : v * 10 + (p[k] - '0');
+    }
+    if (!digits) {
+      return EMBER_FAIL(ctx, Error::InvalidArgument, "cuda: compile spec %s = '%s': entry '%s' is not a positive integer",
+                        spec.key, text, item);
+    }
+    if (v == 0) {
+      return EMBER_FAIL(ctx, Error::InvalidArgument, "cuda: compile spec %s = '%s': entry '%s' is zero (buckets hold >= 1)",
+                        spec.key, text, item);
+    }
+    if (v > max) {
+      return EMBER_FAIL(ctx, Error::InvalidArgument, "cuda: compile spec %s = '%s': %s is above the graph's max %s (%lld)",
+                        spec.key, text, item, dim, static_cast<long long>(max));
+    }
+    if (n > 0 && v <= out[n - 1]) {
+      return EMBER_FAIL(ctx, Error::InvalidArgument, "cuda: compile spec %s = '%s': %s after %lld, not ascending",
+                        spec.key, text, item, static_cast<long long>(out[n - 1]));
+    }
+    if (n == kMaxBuckets) {
+      return EMBER_FAIL(ctx, Error::InvalidArgument, "cuda: compile spec %s = '%s': more than %zu entries", spec.key, text,
+                        kMaxBuckets);
+    }
+    out[n++] = v;
+    at = end + 1;
+  }
+  if (out[n - 1] != max) out[n++] = max;  // every legal step has a bucket
+  *count = n;
+  return Status::ok();
+}
+
+// The bucket specs among `specs` (null: not given). Any other key, or one given twice, is an error.
+Status find_specs(Span<const CompileSpec> specs, const CompileSpec** tokens, const CompileSpec** seqs,
+                  ErrorContext* ctx) {
+  for (const CompileSpec& spec : specs) {
+    const CompileSpec** slot = std::strcmp(spec.key, kSpecTokens) == 0 ? tokens
+                               : std::strcmp(spec.key, kSpecSeqs) == 0 ? seqs
+                                                                       : nullptr;
+    if (slot == nullptr) {
+      return EMBER_FAIL(ctx, Error::InvalidArgument, "cuda: unknown compile spec '%.64s' (understood: %s, %s)", spec.key,
+                        kSpecTokens, kSpecSeqs);
+    }
+    if (*slot != nullptr) {
+      return EMBER_FAIL(ctx, Error::InvalidArgument, "cuda: compile spec '%s' given twice for one delegate", spec.key);
+    }
+    *slot = &spec;
+  }
+  return Status::ok();
+}
+
 }  // namespace
 
-Status plan_buckets(const GraphView& graph, Buckets* b, ErrorContext* ctx) {
+Status plan_buckets(const GraphView& graph, Span<const CompileSpec> specs, Buckets* b, ErrorContext* ctx) {
+  const CompileSpec* tokens = nullptr;
+  const CompileSpec* seqs = nullptr;
+  EMBER_RETURN_IF_ERROR(find_specs(specs, &tokens, &seqs, ctx));
+  const CompileSpec* given = tokens != nullptr ? tokens : seqs;
   const fb::Graph& g = graph.graph();
   const uint32_t symbols = g.symbols() != nullptr ? g.symbols()->size() : 0u;
   if (symbols == 0) {
+    if (given != nullptr) {
+      return EMBER_FAIL(ctx, Error::InvalidArgument,
+                        "cuda: compile spec %s applies to an LLM step graph; this delegate's graph has no symbols "
+                        "(one graph at static shapes)",
+                        given->key);
+    }
     b->count = 1;  // one graph at the static shapes
     return Status::ok();
   }
@@ -89,6 +190,12 @@ Status plan_buckets(const GraphView& graph, Buckets* b, ErrorContext* ctx) {
     if (is_named(name, "query_start")) b->sym_s1 = dim_sym(t, 0);
   }
   if (!all_known || b->sym_t == 0 || b->sym_s == 0 || b->sym_s1 == 0) {
+    if (given != nullptr) {
+      return EMBER_FAIL(ctx, Error::InvalidArgument,
+                        "cuda: compile spec %s applies to an LLM step graph; this delegate's graph has other "
+                        "symbolic inputs (launched per call, no buckets)",
+                        given->key);
+    }
     b->eager = true;  // symbolic, but not a step: launched per call with the actual shapes
     b->count = 0;
     return Status::ok();
@@ -96,24 +203,50 @@ Status plan_buckets(const GraphView& graph, Buckets* b, ErrorContext* ctx) {
   b->llm = true;
   b->max_t = symbol_max(g, b->sym_t);
   b->max_s = symbol_max(g, b->sym_s);
-  int64_t ts[32], ss[32];
-  const uint32_t nt = ladder(b->max_t, ts, 32), ns = ladder(b->max_s, ss, 32);
+  int64_t ts[kMaxList], ss[kMaxList];
+  uint32_t nt = 0, ns = 0;
+  if (tokens != nullptr) {
+    EMBER_RETURN_IF_ERROR(parse_list(*tokens, "T", b->max_t, ts, &nt, ctx));
+  } else {
+    nt = ladder(b->max_t, ts, kMaxList);
+  }
+  if (seqs != nullptr) {
+    EMBER_RETURN_IF_ERROR(parse_list(*seqs, "S", b->max_s, ss, &ns, ctx));
+  } else {
+    ns = ladder(b->max_s, ss, kMaxList);
+  }
+  const bool fixed_rule = given == nullptr;
+  uint32_t total = 0;  // counted past kMaxBuckets too, for the message
   for (uint32_t i = 0; i < nt; ++i) {
     for (uint32_t j = 0; j < ns; ++j) {
       if (ss[j] > ts[i] && j > 0 && ss[j - 1] >= ts[i]) continue;  // S beyond T: one bucket covers it
       // Beyond 64 tokens, S close to T (decode-heavy steps) keeps every power of two; S far below T
       // (a prefill chunk with few sequences) only 1, 4, 16, 64 and the max: the count stays small.
+      // A user's lists are taken as given.
       const int64_t t = ts[i], s = ss[j];
-      if (t > 64 && s < t / 8 && s != 1 && s != 4 && s != 16 && s != 64 && s != b->max_s) continue;
-      if (b->count == kMaxBuckets) {
-        return EMBER_FAIL(ctx, Error::NotSupported, "cuda: more than %zu (T, S) buckets (T <= %lld, S <= %lld)",
-                          kMaxBuckets, static_cast<long long>(b->max_t), static_cast<long long>(b->max_s));
+      if (fixed_rule && t > 64 && s < t / 8 && s != 1 && s != 4 && s != 16 && s != 64 && s != b->max_s) continue;
+      if (total < kMaxBuckets) {
+        b->t[total] = t;
+        b->s[total] = s;
       }
-      b->t[b->count] = ts[i];
-      b->s[b->count] = ss[j];
-      ++b->count;
+      ++total;
     }
   }
+  if (total > kMaxBuckets) {
+    b->count = 0;
+    if (fixed_rule) {
+      return EMBER_FAIL(ctx, Error::NotSupported, "cuda: more than %zu (T, S) buckets (T <= %lld, S <= %lld)",
+                        kMaxBuckets, static_cast<long long>(b->max_t), static_cast<long long>(b->max_s));
+    }
+    char t_text[kTextCap], s_text[kTextCap];
+    if (tokens != nullptr) printable(tokens->value.data(), tokens->value.size(), t_text, sizeof(t_text));
+    if (seqs != nullptr) printable(seqs->value.data(), seqs->value.size(), s_text, sizeof(s_text));
+    return EMBER_FAIL(ctx, Error::InvalidArgument, "cuda: compile specs %s = %s%s%s, %s = %s%s%s make %u (T, S) buckets, more than %zu",
+                      kSpecTokens, tokens != nullptr ? "'" : "", tokens != nullptr ? t_text : "(powers of two)",
+                      tokens != nullptr ? "'" : "", kSpecSeqs, seqs != nullptr ? "'" : "",
+                      seqs != nullptr ? s_text : "(powers of two)", seqs != nullptr ? "'" : "", total, kMaxBuckets);
+  }
+  b->count = total;
   return Status::ok();
 }
 
@@ -296,8 +429,8 @@ uint64_t plan_values(const GraphView& graph, uint64_t* offsets, const FusedGroup
   return arena;
 }
 
-Status plan(const GraphView& graph, Layout* l, ErrorContext* ctx) {
-  EMBER_RETURN_IF_ERROR(plan_buckets(graph, &l->buckets, ctx));
+Status plan(const GraphView& graph, Span<const CompileSpec> specs, Layout* l, ErrorContext* ctx) {
+  EMBER_RETURN_IF_ERROR(plan_buckets(graph, specs, &l->buckets, ctx));
   l->runner_bytes = static_cast<size_t>(align_up(GraphRunner::memory_bytes(graph.graph()), 64));
   bool has_linear = false;
   for (uint32_t v = 0; v < graph.value_count(); ++v) {
@@ -343,7 +476,7 @@ uint64_t plan_device_values(const GraphView& graph, uint64_t* offsets) { return 
 
 uint32_t bucket_count(const GraphView& graph, int64_t* t, int64_t* s, uint32_t capacity) {
   Buckets b;
-  if (!plan_buckets(graph, &b, nullptr).is_ok()) return 0;
+  if (!plan_buckets(graph, Span<const CompileSpec>(), &b, nullptr).is_ok()) return 0;
   for (uint32_t i = 0; i < b.count && i < capacity; ++i) {
     t[i] = b.t[i];
     s[i] = b.s[i];

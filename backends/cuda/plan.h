@@ -6,6 +6,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "runtime/backend/backend.h"
 #include "runtime/core/status.h"
 #include "runtime/kernel/kernel_registry.h"
 #include "runtime/program/graph_view.h"
@@ -69,8 +70,23 @@ struct Layout {
 uint16_t dim_sym(const fb::Tensor& t, uint32_t d);
 int64_t symbol_max(const fb::Graph& g, uint16_t sym);
 
+// The compile specs the backend understands (README "Buckets"): each a comma-separated, strictly
+// ascending list of positive integers, the T (tokens per step) or S (sequences per step) values of
+// the buckets in place of the fixed rule's powers of two.
+constexpr const char* kSpecTokens = "buckets.tokens";
+constexpr const char* kSpecSeqs = "buckets.seqs";
+
 // The (T, S) buckets of an LLM step; one for a graph without symbols; eager for other symbols.
-Status plan_buckets(const GraphView& graph, Buckets* b, ErrorContext* ctx);
+// Without bucket specs, the fixed rule (README "Buckets"): T and S over powers of two up to their
+// max, S beyond T once, and past T = 64 an S below T / 8 only 1, 4, 16, 64 or the max. With
+// buckets.tokens and/or buckets.seqs, that list (the graph's max appended when missing) replaces the
+// powers of two of its dim, and the buckets are every (T, S) of the two lists but S beyond T once
+// (no thinning). Errors: InvalidArgument for an unknown or repeated key, a bucket spec on a graph
+// that is not an LLM step, and a bad list (empty, an entry that is not a positive decimal integer,
+// not ascending, above the graph's max, or more than kMaxBuckets (T, S) buckets in all), the
+// message naming the key, the value and why; NotSupported when the fixed rule makes more than
+// kMaxBuckets. Deterministic: plan_memory() and init() get the same buckets for the same specs.
+Status plan_buckets(const GraphView& graph, Span<const CompileSpec> specs, Buckets* b, ErrorContext* ctx);
 // W8A8 quantization fused into its producer (ops/cuda_ops.h FusedQuant): an rms_norm / silu_mul
 // whose f32 output [rows, k] (an internal value written by it alone) feeds at least one linear with
 // FP8 per-tensor / per-channel weights and per-token FP8 activations.
@@ -93,7 +109,7 @@ bool reads_fused(const GraphView& graph, uint32_t i, const FusedGroup& g);
 // only). Deterministic.
 uint64_t plan_values(const GraphView& graph, uint64_t* offsets, const FusedGroup* groups = nullptr,
                      uint32_t group_count = 0, uint64_t* group_offsets = nullptr);
-// The whole layout (what plan_memory() reports and init() takes).
-Status plan(const GraphView& graph, Layout* l, ErrorContext* ctx);
+// The whole layout (what plan_memory() reports and init() takes), for the delegate's compile specs.
+Status plan(const GraphView& graph, Span<const CompileSpec> specs, Layout* l, ErrorContext* ctx);
 
 }  // namespace ember::backends::cuda

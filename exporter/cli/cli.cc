@@ -3,6 +3,7 @@
 #include <charconv>
 #include <chrono>
 #include <cmath>
+#include <cstddef>
 #include <cstdio>
 #include <filesystem>
 #include <optional>
@@ -70,6 +71,26 @@ float parse_positive_float_flag(const std::string& flag, const std::string& text
     throw CLI::ValidationError(flag + " " + text + ": must be a finite number > 0");
   }
   return static_cast<float>(v);
+}
+
+// --compile-spec BACKEND:KEY=VALUE: split at the first ':' and the first '=' after it (the value may
+// hold either); BACKEND and KEY must not be empty, VALUE may.
+CompileSpecOption parse_compile_spec(const std::string& text) {
+  const size_t colon = text.find(':');
+  const size_t eq = colon == std::string::npos ? std::string::npos : text.find('=', colon + 1);
+  const char* why = colon == std::string::npos ? "no ':'"
+                    : eq == std::string::npos  ? "no '=' after the ':'"
+                    : colon == 0               ? "empty BACKEND"
+                    : eq == colon + 1          ? "empty KEY"
+                                               : nullptr;
+  if (why != nullptr) {
+    throw CLI::ValidationError("--compile-spec '" + text + "': expected BACKEND:KEY=VALUE (" + why + ")");
+  }
+  CompileSpecOption spec;
+  spec.backend = text.substr(0, colon);
+  spec.key = text.substr(colon + 1, eq - colon - 1);
+  spec.value.assign(text.begin() + static_cast<std::ptrdiff_t>(eq) + 1, text.end());
+  return spec;
 }
 
 // quant.json + <i>.codes.bin / <i>.scale.bin per quantized constant (tests compare them with numpy).
@@ -153,7 +174,8 @@ int run_cli(int argc, const char* const* argv, std::ostream& out, std::ostream& 
   CLI::App app{"Ember exporter: turns an ONNX model, a Hugging Face LLM checkpoint folder (Llama, Qwen2, Qwen3) or a "
                "bundled example into a .pte program", "exporter"};
   std::string model, example, output, backends = kPortableBackend, manifest_path;
-  std::vector<std::string> input_shapes;
+  std::vector<std::string> input_shapes, compile_spec_texts;
+  std::vector<CompileSpecOption> compile_specs;
   bool strip_debug = false, no_fold = false, allow_non_finite = false;
   std::string quantize, quantize_dump;
   std::vector<std::string> quantize_include, quantize_exclude;
@@ -211,6 +233,12 @@ int run_cli(int argc, const char* const* argv, std::ostream& out, std::ostream& 
       ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
   app.add_option("--backends", backends, "backend priority list, e.g. null,portable (portable is always the fallback)")
       ->capture_default_str();
+  app.add_option("--compile-spec", compile_spec_texts,
+                 "BACKEND:KEY=VALUE, attached to every delegate the partitioner gives BACKEND (which must be in "
+                 "--backends and get one), e.g. cuda:buckets.tokens=1,2,4,8,16,32,64 (the backend's README lists "
+                 "its keys); repeatable, each key once per backend")
+      ->expected(1)
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
   app.add_option("--manifest", manifest_path,
                  std::string("capability manifest (default ") + EMBER_DEFAULT_MANIFEST + ")");
   app.add_option("--seed", seed_text, "seed of the example's weights (0..2^64-1)")->capture_default_str()
@@ -263,6 +291,7 @@ int run_cli(int argc, const char* const* argv, std::ostream& out, std::ostream& 
     }
     llm_options.block_size = parse_int_flag<int64_t>("--block-size", block_size_text, 1, hf::kMaxBlockSize);
     llm_options.kv_scale = parse_positive_float_flag("--kv-scale", kv_scale_text);
+    for (const std::string& text : compile_spec_texts) compile_specs.push_back(parse_compile_spec(text));
     if (quantize.empty() && (!quantize_include.empty() || !quantize_exclude.empty() || !quantize_dump.empty())) {
       throw CLI::ValidationError("--quantize-include/--quantize-exclude/--quantize-dump need --quantize");
     }
@@ -294,6 +323,7 @@ int run_cli(int argc, const char* const* argv, std::ostream& out, std::ostream& 
     options.backends = split_list(backends);
     if (options.backends.empty()) throw ExportError("--backends is empty");
     options.strip_debug = strip_debug;
+    options.compile_specs = compile_specs;
     options.fold_constants = !no_fold;
     options.allow_non_finite_weights = allow_non_finite;
     if (!quantize.empty()) {
@@ -385,6 +415,11 @@ int run_cli(int argc, const char* const* argv, std::ostream& out, std::ostream& 
     out << "exporter: " << source << " -> " << output << "\n";
     out << import_summary;
     out << "manifest: " << (manifest ? manifest->source() : std::string("none")) << "; backends: " << backends << "\n";
+    if (!compile_spec_texts.empty()) {
+      out << "compile specs:";
+      for (const std::string& text : compile_spec_texts) out << " " << text;
+      out << "\n";
+    }
     if (!symbols.empty()) out << "symbols: " << symbols << "\n";
     if (result.quantize) out << format_quantize_report(*result.quantize);
     out << format_summary(result);

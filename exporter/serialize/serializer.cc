@@ -487,8 +487,15 @@ SerializedProgram serialize_program(const Graph& graph, const Partition& partiti
     // ForceVectorAlignment: that one asserts alignment <= FLATBUFFERS_MAX_ALIGNMENT (32) in debug builds.
     if (!payloads[d].empty()) fbb.PreAlign(payloads[d].size(), 64);
     const auto payload = fbb.CreateVector(payloads[d]);
+    std::vector<flatbuffers::Offset<fb::CompileSpec>> specs;
+    for (const CompileSpecOption& spec : options.compile_specs) {
+      if (spec.backend != partition.delegates[d].backend) continue;
+      specs.push_back(fb::CreateCompileSpec(fbb, fbb.CreateString(spec.key), fbb.CreateVector(spec.value)));
+    }
+    flatbuffers::Offset<flatbuffers::Vector<flatbuffers::Offset<fb::CompileSpec>>> specs_vec;  // 0: none
+    if (!specs.empty()) specs_vec = fbb.CreateVector(specs);
     delegates.push_back(fb::CreateDelegate(fbb, backend, fb::DelegateFormat::Graph, kGraphDelegateFormatVersion,
-                                           payload, -1, 0));
+                                           payload, -1, specs_vec));
   }
   const auto delegates_vec = fbb.CreateVector(delegates);
   const auto graph_off = fb::CreateGraph(fbb, g.get());

@@ -19,11 +19,22 @@ namespace ember::exporter {
 constexpr const char* kProducer = "ember-exporter 0.1.0";
 constexpr uint32_t kGraphDelegateFormatVersion = 1;
 
+// One compile spec (schema: Delegate.compile_specs) for every delegate of `backend` (exporter
+// --compile-spec BACKEND:KEY=VALUE). The exporter does not interpret it; the backend reads it at load
+// (plan_memory / init) and refuses keys it does not know.
+struct CompileSpecOption {
+  std::string backend;
+  std::string key;
+  std::vector<uint8_t> value;  // the text after '=', as UTF-8 bytes
+};
+
 struct SerializeOptions {
   std::string method_name = "forward";
   bool strip_debug = false;
   // LLM programs: the LlmInfo table (tokenizer included). Borrowed for the call; nullptr = none.
   const LlmProgramInfo* llm = nullptr;
+  // Written to each delegate whose backend matches, in this order (checked by export_graph).
+  std::vector<CompileSpecOption> compile_specs;
 };
 
 struct SerializedProgram {

@@ -3,11 +3,14 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <sstream>
 
 #include "exporter/plan/overlap_check.h"
+#include "runtime/program/program_file.h"
+#include "schema/program_generated.h"
 #include "tests/exporter/test_util.h"
 
 namespace ember::exporter {
@@ -104,10 +107,115 @@ TEST(CliTest, ErrorsAreOneLineAndExitOne) {
   }
 }
 
+// The Program table of a .pte file (header decoded, FlatBuffer verified).
+const fb::Program* program_of(const std::vector<uint8_t>& file) {
+  FileHeader header;
+  ErrorContext ctx;
+  if (!decode_header(file.data(), file.size(), file.size(), true, &header, &ctx).is_ok()) {
+    ADD_FAILURE() << ctx.message;
+    return nullptr;
+  }
+  const uint8_t* bytes = file.data() + header.flatbuffer_offset;
+  flatbuffers::Verifier verifier(bytes, header.flatbuffer_size);
+  if (!fb::VerifyProgramBuffer(verifier)) {
+    ADD_FAILURE() << "the FlatBuffer does not verify";
+    return nullptr;
+  }
+  return fb::GetProgram(bytes);
+}
+
+std::string spec_value(const fb::CompileSpec& spec) {
+  return spec.value() == nullptr ? "<absent>" : std::string(spec.value()->begin(), spec.value()->end());
+}
+
+// --compile-spec reaches every delegate of its backend, in command-line order, value bytes as typed
+// (commas, ':' and '=' kept; empty allowed); delegates of other backends get none.
+TEST(CliTest, CompileSpecsAreWrittenToEveryDelegateOfTheirBackend) {
+  const std::string manifest = testing::test_data_path("test_manifest.json");
+  const std::string path = testing::temp_path("specs.pte");
+  const CliRun r = run({"--example", "cnn", "-o", path, "--backends", "null,portable", "--manifest", manifest,
+                        "--compile-spec", "null:buckets.tokens=1,2,4,8", "--compile-spec", "null:mode=a=b:c",
+                        "--compile-spec", "null:flag="});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("compile specs: null:buckets.tokens=1,2,4,8 null:mode=a=b:c null:flag=\n"), std::string::npos)
+      << r.out;
+  const std::vector<uint8_t> file = read_file(path);
+  EXPECT_EQ(testing::validate_with_runtime(file), "");
+  const fb::Program* program = program_of(file);
+  ASSERT_NE(program, nullptr);
+  const auto* delegates = program->methods()->Get(0)->delegates();
+  ASSERT_NE(delegates, nullptr);
+  ASSERT_GE(delegates->size(), 1u);
+  for (const fb::Delegate* d : *delegates) {
+    ASSERT_EQ(d->backend_id()->str(), "null");
+    ASSERT_NE(d->compile_specs(), nullptr);
+    ASSERT_EQ(d->compile_specs()->size(), 3u);
+    EXPECT_EQ(d->compile_specs()->Get(0)->key()->str(), "buckets.tokens");
+    EXPECT_EQ(spec_value(*d->compile_specs()->Get(0)), "1,2,4,8");
+    EXPECT_EQ(d->compile_specs()->Get(1)->key()->str(), "mode");
+    EXPECT_EQ(spec_value(*d->compile_specs()->Get(1)), "a=b:c");
+    EXPECT_EQ(d->compile_specs()->Get(2)->key()->str(), "flag");
+    EXPECT_EQ(spec_value(*d->compile_specs()->Get(2)), "");
+  }
+  // Without the flag: no compile_specs vector at all (the file is what it was before the option).
+  ASSERT_EQ(run({"--example", "cnn", "-o", path, "--backends", "null,portable", "--manifest", manifest}).code, 0);
+  const std::vector<uint8_t> plain = read_file(path);
+  const fb::Program* plain_program = program_of(plain);
+  ASSERT_NE(plain_program, nullptr);
+  for (const fb::Delegate* d : *plain_program->methods()->Get(0)->delegates()) EXPECT_EQ(d->compile_specs(), nullptr);
+  std::remove(path.c_str());
+}
+
+TEST(CliTest, CompileSpecMistakesAreOneLineNamingTheSpec) {
+  const std::string manifest = testing::test_data_path("test_manifest.json");
+  const std::string path = testing::temp_path("bad_specs.pte");
+  const std::vector<std::string> base = {"--example", "cnn", "-o", path, "--manifest", manifest};
+  const struct {
+    std::vector<std::string> args;
+    std::string err;
+  } cases[] = {
+      {{"--backends", "null,portable", "--compile-spec", "null-buckets=1"},
+       "--compile-spec 'null-buckets=1': expected BACKEND:KEY=VALUE (no ':') (see --help)"},
+      {{"--backends", "null,portable", "--compile-spec", "null:buckets"},
+       "--compile-spec 'null:buckets': expected BACKEND:KEY=VALUE (no '=' after the ':') (see --help)"},
+      {{"--backends", "null,portable", "--compile-spec", "a=b:c"},
+       "--compile-spec 'a=b:c': expected BACKEND:KEY=VALUE (no '=' after the ':') (see --help)"},
+      {{"--backends", "null,portable", "--compile-spec", ":k=1"},
+       "--compile-spec ':k=1': expected BACKEND:KEY=VALUE (empty BACKEND) (see --help)"},
+      {{"--backends", "null,portable", "--compile-spec", "null:=1"},
+       "--compile-spec 'null:=1': expected BACKEND:KEY=VALUE (empty KEY) (see --help)"},
+      {{"--backends", "null,portable", "--compile-spec", "cuda:buckets.tokens=1,2"},
+       "--compile-spec cuda:buckets.tokens=1,2: backend 'cuda' is not in --backends (null,portable)"},
+      {{"--backends", "null,portable", "--compile-spec", "null:k=1", "--compile-spec", "null:k=2"},
+       "--compile-spec null:k=2: key 'k' given twice for backend 'null'"},
+      {{"--backends", "other,null,portable", "--compile-spec", "other:k=1"},
+       "--compile-spec other:k=1: no delegate went to backend 'other' (no node of the graph runs on it), so nothing "
+       "would carry the spec"},
+      {{"--backends", "null,portable", "--compile-spec", "portable:k=1"},
+       "--compile-spec portable:k=1: no delegate went to backend 'portable' (the portable kernels are not a "
+       "delegate), so nothing would carry the spec"},
+  };
+  for (const auto& c : cases) {
+    std::vector<std::string> args = base;
+    args.insert(args.end(), c.args.begin(), c.args.end());
+    const CliRun r = run(args);
+    EXPECT_EQ(r.code, 1) << c.err;
+    EXPECT_EQ(r.err, "exporter: error: " + c.err + "\n");
+    EXPECT_FALSE(std::filesystem::exists(path)) << c.err;
+  }
+  // Different keys for one backend, with the same value, are fine.
+  const CliRun ok = run({"--example", "cnn", "-o", path, "--manifest", manifest, "--backends", "null,portable",
+                         "--compile-spec", "null:k=1", "--compile-spec", "null:j=1"});
+  EXPECT_EQ(ok.code, 0) << ok.err;
+  std::remove(path.c_str());
+}
+
 TEST(CliTest, HelpAndVersion) {
   const CliRun help = run({"--help"});
   EXPECT_EQ(help.code, 0);
   EXPECT_NE(help.out.find("--example"), std::string::npos);
+  EXPECT_NE(help.out.find("--compile-spec"), std::string::npos);
+  EXPECT_NE(help.out.find("BACKEND:KEY=VALUE"), std::string::npos);
   const CliRun version = run({"--version"});
   EXPECT_EQ(version.code, 0);
   EXPECT_NE(version.out.find("ember-exporter 0.1.0"), std::string::npos);

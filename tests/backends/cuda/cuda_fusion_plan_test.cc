@@ -125,7 +125,7 @@ TEST(CudaFusionPlan, W8a8LinearsReadTheirProducersQuantizedRows) {
   EXPECT_GT(checked, 0);
   // The layout counts the buffers in the value arena.
   cuda::Layout layout;
-  ASSERT_TRUE(cuda::plan(graph, &layout, nullptr).is_ok());
+  ASSERT_TRUE(cuda::plan(graph, Span<const CompileSpec>(), &layout, nullptr).is_ok());
   EXPECT_EQ(layout.fused_count, count);
   EXPECT_EQ(layout.value_bytes, arena);
 }
