@@ -6,6 +6,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "runtime/backend/backend.h"
 #include "runtime/core/status.h"
 #include "runtime/kernel/kernel_registry.h"
 #include "runtime/program/graph_view.h"
@@ -75,5 +76,11 @@ Status plan_buckets(const GraphView& graph, Buckets* b, ErrorContext* ctx);
 uint64_t plan_values(const GraphView& graph, uint64_t* offsets);
 // The whole layout (what plan_memory() reports and init() takes).
 Status plan(const GraphView& graph, Layout* l, ErrorContext* ctx);
+// The layout as MemoryRequirements by purpose: host "handle" (`handle_bytes`, the DelegateHandle
+// this file cannot see) and "runner"; device "weights" (constants), "values", "io staging",
+// "scratch", "cublaslt workspace", "status"; pinned "io staging" and "status". graph_count: the
+// buckets captured at init (0 when eager). plan_memory() and memory_requirements() both report
+// this, so they agree by construction; the totals equal the layout's (tests check).
+MemoryRequirements requirements(const Layout& l, uint64_t handle_bytes);
 
 }  // namespace ember::backends::cuda
