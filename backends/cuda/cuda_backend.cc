@@ -301,8 +301,8 @@ class CudaBackend final : public Backend {
 
   MemoryRequirements state_requirements(const StateSpec& spec) const override {
     MemoryRequirements req;
-    req.host_bytes = sizeof(StateBuffer);
-    req.device_bytes = align_up(spec.nbytes);
+    req.add_part("state record", MemoryDomain::Host, sizeof(StateBuffer));
+    req.add_part("state", MemoryDomain::Device, align_up(spec.nbytes));
     return req;
   }
 
@@ -347,11 +347,7 @@ class CudaBackend final : public Backend {
     EMBER_RETURN_IF_ERROR(check(ctx, graph));
     Layout l;
     EMBER_RETURN_IF_ERROR(plan(graph, specs, &l, ctx.error));
-    MemoryRequirements req;
-    req.host_bytes = sizeof(DelegateHandle) + l.host_bytes;
-    req.pinned_bytes = l.pinned_bytes;
-    req.device_bytes = l.device_bytes;
-    return req;
+    return requirements(l, sizeof(DelegateHandle));
   }
 
   Result<DelegateHandle*> init(BackendInitContext& ctx, const GraphView& graph,
@@ -481,11 +477,11 @@ class CudaBackend final : public Backend {
     return Status::ok();
   }
 
+  // The layout init() allocated in one piece each (device, pinned, host), and the graphs it really
+  // captured: a plan that promised more buckets than init() captured fails plan == taken.
   MemoryRequirements memory_requirements(const DelegateHandle* h) const override {
-    MemoryRequirements req;
-    req.host_bytes = sizeof(DelegateHandle) + h->layout.host_bytes;
-    req.pinned_bytes = h->pinned != nullptr ? h->layout.pinned_bytes : 0;
-    req.device_bytes = h->device != nullptr ? h->layout.device_bytes : 0;
+    MemoryRequirements req = requirements(h->layout, sizeof(DelegateHandle));
+    req.graph_count = h->captured;
     return req;
   }
 
@@ -675,13 +671,13 @@ class CudaBackend final : public Backend {
     }
     err = cudaDeviceSynchronize();
     if (err != cudaSuccess) return cuda_fail(ctx.error, err, "init");
-    // The device bytes by purpose (runner --verbose): MemoryRequirements has only the totals.
-    EMBER_LOG(Info,
-              "cuda: %s delegate %d on %s: device %.1f MiB = constants (weights) %.1f + values %.1f + I/O %.1f + "
-              "scratch %.1f + cuBLASLt workspace %.1f MiB; %u CUDA graphs (%s)",
+    // The bytes by purpose (runner --verbose), formatted as runner --info prints them.
+    const MemoryRequirements taken = memory_requirements(&h);
+    char device_line[512], pinned_line[256];
+    EMBER_LOG(Info, "cuda: %s delegate %d on %s: %s; %s; %u CUDA graphs (%s; driver memory not included)",
               ctx.method_name, ctx.delegate_index == BackendLoadContext::kWholeMethod ? -1 : static_cast<int>(ctx.delegate_index),
-              device_info().name, l.device_bytes / 1048576.0, l.constant_bytes / 1048576.0, l.value_bytes / 1048576.0,
-              l.io_bytes / 1048576.0, l.scratch_bytes / 1048576.0, l.workspace_bytes / 1048576.0, h.captured,
+              device_info().name, format_memory(taken, MemoryDomain::Device, device_line, sizeof(device_line)),
+              format_memory(taken, MemoryDomain::PinnedHost, pinned_line, sizeof(pinned_line)), taken.graph_count,
               l.buckets.llm ? "one per (T, S) bucket" : l.buckets.eager ? "none: launched per call" : "static shapes");
     return Status::ok();
   }

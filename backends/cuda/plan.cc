@@ -462,6 +462,23 @@ Status plan(const GraphView& graph, Span<const CompileSpec> specs, Layout* l, Er
   return Status::ok();
 }
 
+MemoryRequirements requirements(const Layout& l, uint64_t handle_bytes) {
+  MemoryRequirements r;
+  r.add_part("handle", MemoryDomain::Host, handle_bytes);
+  r.add_part("runner", MemoryDomain::Host, l.host_bytes);
+  r.add_part("weights", MemoryDomain::Device, l.constant_bytes);
+  r.add_part("values", MemoryDomain::Device, l.value_bytes);
+  r.add_part("io staging", MemoryDomain::Device, l.io_bytes);
+  r.add_part("scratch", MemoryDomain::Device, l.scratch_bytes);
+  r.add_part("cublaslt workspace", MemoryDomain::Device, l.workspace_bytes);
+  r.add_part("status", MemoryDomain::Device, kStatusBytes);
+  // The pinned twin of the I/O staging (the host side of each step's copies) and of the status word.
+  r.add_part("io staging", MemoryDomain::PinnedHost, l.io_bytes);
+  r.add_part("status", MemoryDomain::PinnedHost, kStatusBytes);
+  r.graph_count = l.buckets.eager ? 0 : l.buckets.count;
+  return r;
+}
+
 const KernelRegistry& registry() {
   static KernelRegistry* r = [] {
     static KernelRegistry storage;

@@ -111,5 +111,11 @@ uint64_t plan_values(const GraphView& graph, uint64_t* offsets, const FusedGroup
                      uint32_t group_count = 0, uint64_t* group_offsets = nullptr);
 // The whole layout (what plan_memory() reports and init() takes), for the delegate's compile specs.
 Status plan(const GraphView& graph, Span<const CompileSpec> specs, Layout* l, ErrorContext* ctx);
+// The layout as MemoryRequirements by purpose: host "handle" (`handle_bytes`, the DelegateHandle
+// this file cannot see) and "runner"; device "weights" (constants), "values", "io staging",
+// "scratch", "cublaslt workspace", "status"; pinned "io staging" and "status". graph_count: the
+// buckets captured at init (0 when eager). plan_memory() and memory_requirements() both report
+// this, so they agree by construction; the totals equal the layout's (tests check).
+MemoryRequirements requirements(const Layout& l, uint64_t handle_bytes);
 
 }  // namespace ember::backends::cuda

@@ -15,6 +15,7 @@ class DelegateHandle {
   GraphRunner runner;
   uint8_t* memory = nullptr;  // runner structures, then internal values
   size_t memory_bytes = 0;
+  size_t runner_bytes = 0;
 };
 
 namespace backends::null_backend {
@@ -35,9 +36,7 @@ class NullBackend final : public Backend {
                                          Span<const CompileSpec> specs) const override {
     EMBER_RETURN_IF_ERROR(check_specs(ctx, specs));
     const HostGraphLayout layout = plan_host_graph(graph, false, false);
-    MemoryRequirements req;
-    req.host_bytes = sizeof(DelegateHandle) + layout.runner_bytes + layout.value_bytes;
-    return req;
+    return requirements(layout.runner_bytes, layout.value_bytes);
   }
 
   Result<DelegateHandle*> init(BackendInitContext& ctx, const GraphView& graph,
@@ -56,6 +55,7 @@ class NullBackend final : public Backend {
     DelegateHandle* handle = new (storage) DelegateHandle();
     handle->memory = memory;
     handle->memory_bytes = bytes;
+    handle->runner_bytes = layout.runner_bytes;
     // The null backend does not own state: every state it names is host memory of the Program.
     void* state_data[64];
     if (ctx.states.size() > 64) {
@@ -90,9 +90,7 @@ class NullBackend final : public Backend {
   }
 
   MemoryRequirements memory_requirements(const DelegateHandle* handle) const override {
-    MemoryRequirements req;
-    req.host_bytes = sizeof(DelegateHandle) + handle->memory_bytes;
-    return req;
+    return requirements(handle->runner_bytes, handle->memory_bytes - handle->runner_bytes);
   }
 
   void destroy(DelegateHandle* handle) const noexcept override {
@@ -103,6 +101,16 @@ class NullBackend final : public Backend {
   }
 
  private:
+  // Host memory by purpose: the handle, the runner's structures, the internal values. plan_memory()
+  // and memory_requirements() both report it, from the same layout.
+  static MemoryRequirements requirements(size_t runner_bytes, size_t value_bytes) {
+    MemoryRequirements req;
+    req.add_part("handle", MemoryDomain::Host, sizeof(DelegateHandle));
+    req.add_part("runner", MemoryDomain::Host, runner_bytes);
+    req.add_part("values", MemoryDomain::Host, value_bytes);
+    return req;
+  }
+
   static Status check_specs(BackendLoadContext& ctx, Span<const CompileSpec> specs) {
     for (const CompileSpec& spec : specs) {
       return EMBER_FAIL(ctx.error, Error::NotSupported, "null backend: unknown compile spec '%s'", spec.key);

@@ -45,6 +45,13 @@ void unmap_region(Region& r) {
   r.base = nullptr;
 }
 
+struct Layout {
+  HostGraphLayout graph;
+  size_t scratch_bytes = 0; // the kernels' scratch, in device memory like everything they touch
+  size_t host_bytes = 0;    // runner + state table (host), plus the handle itself when reported
+  uint64_t device_bytes = 0;
+};
+
 bool protect(const Region& r, bool open) {
   return r.bytes == 0 || mprotect(r.base, r.bytes, open ? PROT_READ | PROT_WRITE : PROT_NONE) == 0;
 }
@@ -65,6 +72,7 @@ class DelegateHandle {
  public:
   DeviceAllocator* allocator = nullptr;  // where the host memory came from (RuntimeContext's, or null)
   GraphRunner runner;
+  backends::sim::Layout layout;     // what init() planned (memory_requirements() reports it by purpose)
   uint8_t* host = nullptr;          // runner structures, then the state pointer table
   size_t host_bytes = 0;
   backends::sim::Region device;     // internal values, uploaded constants, staged I/O
@@ -94,15 +102,7 @@ AllocationRequest host_request(uint64_t bytes) {
   return request;
 }
 
-struct Layout;
 size_t device_layout_bytes(const Layout& l);
-
-struct Layout {
-  HostGraphLayout graph;
-  size_t scratch_bytes = 0; // the kernels' scratch, in device memory like everything they touch
-  size_t host_bytes = 0;    // runner + state table (host), plus the handle itself when reported
-  uint64_t device_bytes = 0;
-};
 
 Layout plan(const RuntimeContext& runtime, const GraphView& graph) {
   Layout l;
@@ -120,6 +120,22 @@ Layout plan(const RuntimeContext& runtime, const GraphView& graph) {
 
 size_t device_layout_bytes(const Layout& l) {
   return l.graph.value_bytes + l.graph.constant_bytes + l.graph.io_bytes + l.scratch_bytes;
+}
+
+// The layout by purpose. `device_bytes` is the region's size: whole pages, the rest of the last
+// one listed as "page rounding" (plan_memory() passes the planned size, memory_requirements() the
+// mapped one, so plan == taken also checks the mapping).
+MemoryRequirements requirements(const Layout& l, uint64_t device_bytes) {
+  MemoryRequirements r;
+  r.add_part("handle", MemoryDomain::Host, sizeof(DelegateHandle));
+  r.add_part("runner", MemoryDomain::Host, l.host_bytes);
+  r.add_part("weights", MemoryDomain::Device, l.graph.constant_bytes);
+  r.add_part("values", MemoryDomain::Device, l.graph.value_bytes);
+  r.add_part("io staging", MemoryDomain::Device, l.graph.io_bytes);
+  r.add_part("scratch", MemoryDomain::Device, l.scratch_bytes);
+  const uint64_t laid_out = device_layout_bytes(l);
+  r.add_part("page rounding", MemoryDomain::Device, device_bytes > laid_out ? device_bytes - laid_out : 0);
+  return r;
 }
 
 // Opens the handle's device memory and the states it names for one call; closes them when done.
@@ -159,8 +175,8 @@ class SimBackend final : public Backend {
 
   MemoryRequirements state_requirements(const StateSpec& spec) const override {
     MemoryRequirements req;
-    req.host_bytes = sizeof(StateBuffer);
-    req.device_bytes = round_to_pages(spec.nbytes);
+    req.add_part("state record", MemoryDomain::Host, sizeof(StateBuffer));
+    req.add_part("state", MemoryDomain::Device, round_to_pages(spec.nbytes));
     return req;
   }
 
@@ -191,10 +207,7 @@ class SimBackend final : public Backend {
                                          Span<const CompileSpec> specs) const override {
     EMBER_RETURN_IF_ERROR(check(ctx, graph, specs));
     const Layout l = plan(*ctx.runtime, graph);
-    MemoryRequirements req;
-    req.host_bytes = sizeof(DelegateHandle) + l.host_bytes;
-    req.device_bytes = l.device_bytes;
-    return req;
+    return requirements(l, l.device_bytes);
   }
 
   Result<DelegateHandle*> init(BackendInitContext& ctx, const GraphView& graph,
@@ -210,6 +223,7 @@ class SimBackend final : public Backend {
     if (storage == nullptr) return EMBER_FAIL(ctx.error, Error::OutOfMemory, "sim: delegate record");
     DelegateHandle* h = new (storage) DelegateHandle();
     h->allocator = allocator;
+    h->layout = l;
     h->host_bytes = l.host_bytes;
     h->host = static_cast<uint8_t*>(allocate_host_memory(allocator, host_request(l.host_bytes)));
     if (h->host == nullptr || !map_region(device_layout_bytes(l), &h->device)) {
@@ -310,10 +324,7 @@ class SimBackend final : public Backend {
   }
 
   MemoryRequirements memory_requirements(const DelegateHandle* h) const override {
-    MemoryRequirements req;
-    req.host_bytes = sizeof(DelegateHandle) + h->host_bytes;
-    req.device_bytes = h->device.bytes;
-    return req;
+    return requirements(h->layout, h->device.bytes);
   }
 
   void destroy(DelegateHandle* h) const noexcept override {

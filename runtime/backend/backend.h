@@ -64,24 +64,64 @@ struct CompileSpec {
   Span<const uint8_t> value;
 };
 
-// Bytes per memory domain. Planned before init (plan_memory), reported after (memory_requirements):
-// the two must be equal, so an app can size device memory before it loads anything.
+// One purpose's bytes in one memory domain: "weights" in device memory, "io staging" in pinned memory.
+struct MemoryPart {
+  const char* purpose = "";  // static storage (a string literal): kept and compared, never copied or freed
+  MemoryDomain domain = MemoryDomain::Host;
+  uint64_t bytes = 0;
+};
+
+// Bytes per memory domain, and the same bytes by purpose. Planned before init (plan_memory), reported
+// after (memory_requirements), sized for owned state (state_requirements): plan and report must be
+// equal, parts and graph count included, so an app can size device memory before it loads anything
+// and runner --info can say where it goes.
+//
+// A backend fills it with add_part() (the one way to list parts), which also adds to the domain's
+// total, so every total is the sum of its parts. Setting a total directly still works (a backend
+// that gives totals only); those bytes are then unlisted(), and so are the bytes of purposes beyond
+// kMaxMemoryParts after merging. Fixed capacity: no heap, trivially copyable.
 struct MemoryRequirements {
+  static constexpr uint32_t kMaxMemoryParts = 16;
+
   uint64_t host_bytes = 0;
   uint64_t pinned_bytes = 0;
   uint64_t device_bytes = 0;
+  // Launch graphs init() builds (CUDA graphs, one per shape bucket). A count, not bytes: the driver
+  // allocates their memory when it instantiates them and says how much only afterwards, so no total
+  // includes it. A zero-byte part would read as "free"; a count says what is known.
+  uint32_t graph_count = 0;
 
-  MemoryRequirements& operator+=(const MemoryRequirements& o) {
-    host_bytes += o.host_bytes;
-    pinned_bytes += o.pinned_bytes;
-    device_bytes += o.device_bytes;
-    return *this;
-  }
-  bool operator==(const MemoryRequirements& o) const {
-    return host_bytes == o.host_bytes && pinned_bytes == o.pinned_bytes && device_bytes == o.device_bytes;
-  }
+  // Adds `bytes` to `domain`'s total and to the part named `purpose` there (merged by name and
+  // domain; a new part when absent). Zero bytes list nothing. Past kMaxMemoryParts purposes the
+  // bytes count in the total only (unlisted()).
+  void add_part(const char* purpose, MemoryDomain domain, uint64_t bytes);
+  Span<const MemoryPart> parts() const { return Span<const MemoryPart>(parts_, part_count_); }
+  uint64_t total(MemoryDomain domain) const;
+  // The bytes of `domain`'s total that no part lists (0 when the backend lists every byte).
+  uint64_t unlisted(MemoryDomain domain) const;
+
+  // Sums totals and graph counts, and merges the parts by purpose and domain (what an app or runner
+  // does across the delegates of a method or a backend).
+  MemoryRequirements& operator+=(const MemoryRequirements& o);
+  // Totals, graph counts and every (purpose, domain)'s bytes equal; the parts' order does not count.
+  bool operator==(const MemoryRequirements& o) const;
   bool operator!=(const MemoryRequirements& o) const { return !(*this == o); }
+
+ private:
+  void merge_part(const char* purpose, MemoryDomain domain, uint64_t bytes);
+  uint64_t part_bytes(const char* purpose, MemoryDomain domain) const;
+
+  MemoryPart parts_[kMaxMemoryParts];
+  uint32_t part_count_ = 0;
 };
+
+// For logs and tools, into the caller's buffer (NUL-terminated, cut to `capacity`; returns `out`):
+// format_bytes: "15.2 GiB", "120.0 MiB", "1.5 KiB", "256 B".
+// format_memory: one domain, its total then its parts in listing order and any unlisted bytes:
+// "device 15.2 GiB: weights 14.2 GiB, values 120.0 MiB, other 1.0 KiB"; "device 15.2 GiB" when it
+// lists no part.
+const char* format_bytes(uint64_t bytes, char* out, size_t capacity);
+const char* format_memory(const MemoryRequirements& m, MemoryDomain domain, char* out, size_t capacity);
 
 struct OpaquePayload {
   Span<const uint8_t> data;  // starts with the backend's own magic and version
@@ -154,7 +194,8 @@ class Backend {
   // memory (device memory for a GPU); the host never holds a copy. One that does not gets host
   // state the Program allocated (BoundState::host_data). Default: does not own state.
   virtual bool owns_state() const { return false; }
-  // Load time, owners only: the bytes create_state() takes for `spec` (no allocation).
+  // Load time, owners only: the bytes create_state() takes for `spec` (no allocation), its device
+  // bytes listed as the part "state".
   virtual MemoryRequirements state_requirements(const StateSpec& spec) const;
   // Once per state per Program, before any init(): zero-initialized, fixed address until
   // destroy_state(). Default: NotSupported.
@@ -163,7 +204,9 @@ class Backend {
 
   // Load time, before init: the memory init() takes for this graph with these specs and load-time
   // symbols (program state excluded: state_requirements). Must not allocate. init() must take
-  // exactly this: memory_requirements(handle) == plan_memory(...) (tests assert it).
+  // exactly this: memory_requirements(handle) == plan_memory(...) (tests assert it). List the bytes
+  // by purpose (add_part: "weights", "values", "io staging", "scratch", ...) so apps and runner
+  // --info see where they go; the README names the common purposes.
   virtual Result<MemoryRequirements> plan_memory(BackendLoadContext& ctx, const GraphView& graph,
                                                  Span<const CompileSpec> specs) const = 0;
 

@@ -36,7 +36,7 @@ struct DelegateMeta {
   const char* runs_on = "";       // a registry name, "portable", or "" (none can: load_method fails)
   const char* reason = "";        // why (runner --info prints it)
   uint32_t instruction_count = 0;
-  MemoryRequirements memory;      // what init() takes (Backend::plan_memory); zero on portable kernels
+  MemoryRequirements memory;      // what init() takes by domain and purpose (Backend::plan_memory); zero on portable kernels
 };
 
 class Program;
@@ -68,8 +68,8 @@ class MethodMeta {
   // which is on the portable kernels unless a backend takes it whole). Asks the backend's
   // plan_memory(): nothing is allocated. Errors: InvalidArgument (index), what plan_memory returns.
   Result<DelegateMeta> delegate(uint32_t i, ErrorContext* ctx = nullptr) const;
-  // The bytes the backends' init() take for this method, by domain, summed over its delegates
-  // (program state excluded: Program::state()).
+  // The bytes the backends' init() take for this method, by domain and purpose (parts merged by
+  // purpose), summed over its delegates (program state excluded: Program::state()).
   Result<MemoryRequirements> backend_memory(ErrorContext* ctx = nullptr) const;
 
  private:

@@ -285,7 +285,7 @@ Status Program::claim_states(ErrorContext* ctx) {
                         static_cast<unsigned long long>(state.nbytes));
     }
     std::memset(state.data, 0, static_cast<size_t>(state.nbytes));
-    state.memory.host_bytes = state.nbytes;
+    state.memory.add_part("state", MemoryDomain::Host, state.nbytes);
   }
   return Status::ok();
 }

@@ -62,7 +62,7 @@ class Program {
     const char* owner = "program";       // "program" (host), or the owning backend's registry name
     const Backend* backend = nullptr;    // the owner, or null
     StateBuffer* buffer = nullptr;       // the owner's buffer, or null
-    MemoryRequirements memory;           // bytes by domain (host state: host_bytes = nbytes)
+    MemoryRequirements memory;           // bytes by domain and purpose (host state: "state", nbytes)
   };
   size_t state_count() const { return state_count_; }
   const State& state(size_t i) const { return states_[i]; }

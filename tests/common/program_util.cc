@@ -310,6 +310,11 @@ void ExpectPlannedMemoryIsTaken(LoadedMethod& lm, const char* backend, size_t ba
     if (planned->runs_on != nullptr && std::string(planned->runs_on) == backend) {
       ++on_backend;
       EXPECT_GT(taken.host_bytes, 0u);
+      // Every byte is listed by purpose (runner --info prints the breakdown).
+      EXPECT_GT(taken.parts().size(), 0u);
+      for (MemoryDomain d : {MemoryDomain::Host, MemoryDomain::PinnedHost, MemoryDomain::Device}) {
+        EXPECT_EQ(taken.unlisted(d), 0u) << to_string(d);
+      }
       if (std::string(backend) == "sim") {
         EXPECT_GT(taken.device_bytes, 0u);
       }

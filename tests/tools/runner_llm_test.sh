@@ -106,6 +106,29 @@ if [ -n "$stop" ]; then
   case "$(head -1 "$T/out")" in *"$stop"*) fail "--stop: the stop string is in the output";; esac
 fi
 
+# --info: the KV cache by purpose, as host state of the portable run, as sim's device state beside its
+# delegate's breakdown, and the total over two owners (null delegates + host state). 2 layers x K, V
+# of 64 KiB each (f32, the export options above).
+expect_ok "$RUNNER" --info "$T/llama_f32.pte"
+grep -A1 '^  program state: 4 tensors' "$T/out" | grep -q '^    host 256.0 KiB: state 256.0 KiB$' \
+  || fail "--info: host state breakdown: $(cat "$T/out")"
+grep -A1 '^  memory of program (host state): host 256.0 KiB, pinned 0 B, device 0 B$' "$T/out" \
+  | grep -q '^    host 256.0 KiB: state 256.0 KiB$' || fail "--info: host state total: $(cat "$T/out")"
+expect_ok "$RUNNER" --info "$T/llama_f32.pte" --backends sim
+grep -A2 '^  program state: 4 tensors .*in device memory of sim' "$T/out" | grep -q '^    device 256.0 KiB: state 256.0 KiB$' \
+  || fail "--info --backends sim: device state breakdown: $(cat "$T/out")"
+grep -A2 '^  memory of sim: ' "$T/out" \
+  | grep -Eq '^    device [0-9.]+ MiB: weights [0-9.]+ MiB, values [0-9.]+ KiB, io staging [0-9.]+ KiB, scratch [0-9.]+ KiB, page rounding [0-9.]+ K?i?B, state 256.0 KiB$' \
+  || fail "--info --backends sim: the backend's total by purpose: $(cat "$T/out")"
+grep -q '^  memory in total' "$T/out" && fail "--info --backends sim: a total line for one owner"
+"$EXPORTER" "$CK/llama_f32" -o "$T/llama_null.pte" --backends null,portable --max-seqs 4 --max-tokens 32 \
+  --max-context 64 --block-size 8 >/dev/null || fail "export llama_f32 for null"
+expect_ok "$RUNNER" --info "$T/llama_null.pte"
+[ "$(grep -Ec '^    host [0-9.]+ K?i?B: handle [0-9]+ B, runner [0-9.]+ KiB$' "$T/out")" -eq 5 ] \
+  || fail "--info: null delegates and their total by purpose: $(cat "$T/out")"
+grep -A1 '^  memory in total: host ' "$T/out" | grep -Eq '^    host [0-9.]+ KiB: handle [0-9]+ B, runner [0-9.]+ KiB, state 256.0 KiB$' \
+  || fail "--info: the total over null and the host state: $(cat "$T/out")"
+
 # Errors.
 "$EXPORTER" --example mlp -o "$T/mlp.pte" >/dev/null
 expect_error "prompt on a non-LLM program" "runner: error: .*not an LLM program" "$RUNNER" --program "$T/mlp.pte" --prompt hi

@@ -36,8 +36,20 @@ grep -q 'arena 1: io' "$T/out" || fail "--info shows no io arena"
 grep -q -- '-> null' "$T/out" || fail "--info does not show the null backend running the delegate"
 grep -q -- '-> cpu' "$T/out" || fail "--info does not show cpu kernels"
 grep -q 'producer: ember-exporter' "$T/out" || fail "--info shows no producer"
+# The bytes by purpose under each totals line (runtime/backend/README.md, "By purpose"): the null
+# delegate's host memory, and again under the backend's total.
+[ "$(grep -Ec '^    host [0-9.]+ KiB: handle [0-9]+ B, runner [0-9.]+ KiB, values [0-9.]+ KiB$' "$T/out")" -eq 2 ] \
+  || fail "--info: no host breakdown under the null delegate and its total: $(cat "$T/out")"
+grep -Eq '^  memory of null: host [0-9.]+ KiB, pinned 0 B, device 0 B$' "$T/out" || fail "--info: no null total"
+grep -Eq '^    (pinned|device) |graphs:|memory in total' "$T/out" && fail "--info: host-only run lists device parts, graphs or a total"
+# Whole on sim: its device memory by purpose (no CUDA graphs, one owner: no total line).
+expect_ok "$RUNNER" --info "$T/cnn.pte" --backends sim
+grep -Eq '^    device [0-9.]+ KiB: weights [0-9.]+ KiB, values [0-9.]+ KiB, io staging [0-9.]+ KiB(, scratch [0-9.]+ [KM]?i?B)?, page rounding [0-9.]+ K?i?B$' "$T/out" \
+  || fail "--info --backends sim: no device breakdown: $(cat "$T/out")"
+grep -Eq 'graphs:|memory in total' "$T/out" && fail "--info --backends sim: lists graphs or a total"
 expect_ok "$RUNNER" --info "$T/cnn.pte" --backends portable
 grep -q 'portable (fallback for null)' "$T/out" || fail "--backends portable does not fall back"
+grep -Eq '^    (host|pinned|device) |^  memory of' "$T/out" && fail "--backends portable: lists backend memory: $(cat "$T/out")"
 "$RUNNER" --program "$T/cnn.pte" --backends null >/dev/null 2>&1 || fail "--backends null failed"
 
 # Run with outputs written, then feed an output back as an input of the right shape.

@@ -54,14 +54,7 @@ std::string dims_string(const int64_t* dims, int rank, const char* const* symbol
 
 std::string bytes_string(uint64_t bytes) {
   char text[32];
-  if (bytes >= (uint64_t{1} << 20)) {
-    std::snprintf(text, sizeof(text), "%.1f MiB", static_cast<double>(bytes) / (1 << 20));
-  } else if (bytes >= 1024) {
-    std::snprintf(text, sizeof(text), "%.1f KiB", static_cast<double>(bytes) / 1024);
-  } else {
-    std::snprintf(text, sizeof(text), "%" PRIu64 " B", bytes);
-  }
-  return text;
+  return format_bytes(bytes, text, sizeof(text));
 }
 
 std::string memory_string(const MemoryRequirements& m) {
@@ -69,8 +62,23 @@ std::string memory_string(const MemoryRequirements& m) {
          bytes_string(m.device_bytes);
 }
 
-// Per delegate: the backend chosen at load and why, and the bytes its init() takes (plan_memory);
-// then the totals per backend, program state included.
+// Under a totals line: each domain that lists parts, by purpose ("device 15.2 GiB: weights 14.2 GiB,
+// values ..."), then the graphs the backend captures at init. Their memory is the driver's, taken
+// when it instantiates them and known only afterwards, so no total includes it.
+void print_parts(const MemoryRequirements& m) {
+  static constexpr MemoryDomain kDomains[] = {MemoryDomain::Host, MemoryDomain::PinnedHost, MemoryDomain::Device};
+  char line[1024];
+  for (MemoryDomain domain : kDomains) {
+    bool listed = false;
+    for (const MemoryPart& part : m.parts()) listed = listed || part.domain == domain;
+    if (listed) std::printf("    %s\n", format_memory(m, domain, line, sizeof(line)));
+  }
+  if (m.graph_count > 0) std::printf("    graphs: %u captured (driver memory not included)\n", m.graph_count);
+}
+
+// Per delegate: the backend chosen at load and why, and the bytes its init() takes (plan_memory) by
+// purpose; the program state; then the totals per backend, program state included, and over all
+// of them when there is more than one.
 void print_backend_plan(const Program& p, const MethodMeta& meta) {
   struct Total {
     std::string backend;
@@ -91,6 +99,7 @@ void print_backend_plan(const Program& p, const MethodMeta& meta) {
   if (!body.is_ok()) fail(body.status(), ctx, "planning the method body");
   if (std::strcmp(body->runs_on, "portable") != 0) {
     std::printf("  whole method -> %s (%s): %s\n", body->runs_on, body->reason, memory_string(body->memory).c_str());
+    print_parts(body->memory);
     add(body->runs_on, body->memory);
   } else if (body->reason[0] != '\0' && std::strcmp(body->reason, "portable kernels") != 0) {
     std::printf("  whole method -> portable (%s)\n", body->reason);
@@ -100,15 +109,18 @@ void print_backend_plan(const Program& p, const MethodMeta& meta) {
     if (!del.is_ok()) fail(del.status(), ctx, "planning delegate " + std::to_string(d));
     std::printf("  delegate %u (%u instructions, exported for %s) -> %s (%s)", d, del->instruction_count,
                 del->exported_for, del->runs_on[0] ? del->runs_on : "none", del->reason);
-    if (del->runs_on[0] != '\0' && std::strcmp(del->runs_on, "portable") != 0) {
-      std::printf(": %s", memory_string(del->memory).c_str());
+    const bool on_backend = del->runs_on[0] != '\0' && std::strcmp(del->runs_on, "portable") != 0;
+    if (on_backend) std::printf(": %s", memory_string(del->memory).c_str());
+    std::printf("\n");
+    if (on_backend) {
+      print_parts(del->memory);
       add(del->runs_on, del->memory);
     }
-    std::printf("\n");
   }
-  MemoryRequirements host_state;
+  MemoryRequirements host_state, all_state;
   for (size_t s = 0; s < p.state_count(); ++s) {
     const Program::State& state = p.state(s);
+    all_state += state.memory;
     if (state.backend != nullptr) {
       add(state.owner, state.memory);
     } else {
@@ -118,11 +130,22 @@ void print_backend_plan(const Program& p, const MethodMeta& meta) {
   if (p.state_count() > 0) {
     std::printf("  program state: %zu tensors", p.state_count());
     const Program::State& first = p.state(0);
-    std::printf(" (e.g. '%s' %s, %s, in %s memory of %s)\n", first.name, to_string(first.dtype),
-                bytes_string(first.nbytes).c_str(), to_string(first.domain), first.owner);
+    std::printf(" (e.g. '%s' %s, %s, in %s memory of %s): %s\n", first.name, to_string(first.dtype),
+                bytes_string(first.nbytes).c_str(), to_string(first.domain), first.owner,
+                memory_string(all_state).c_str());
+    print_parts(all_state);
   }
   if (host_state.host_bytes > 0) add("program (host state)", host_state);
-  for (const Total& t : totals) std::printf("  memory of %s: %s\n", t.backend.c_str(), memory_string(t.memory).c_str());
+  MemoryRequirements all;
+  for (const Total& t : totals) {
+    std::printf("  memory of %s: %s\n", t.backend.c_str(), memory_string(t.memory).c_str());
+    print_parts(t.memory);
+    all += t.memory;
+  }
+  if (totals.size() > 1) {
+    std::printf("  memory in total: %s\n", memory_string(all).c_str());
+    print_parts(all);
+  }
 }
 
 int run_info(const Options& o) {

@@ -1,8 +1,9 @@
 // The CUDA backend's host-side planning, without a GPU (runs in CI): the device arena's lifetime
 // plan never overlaps two values alive at the same instruction and reuses memory, the (T, S)
-// buckets of an LLM step cover every step shape with a tight bucket for decode steps, and the
+// buckets of an LLM step cover every step shape with a tight bucket for decode steps, the
 // buckets.tokens / buckets.seqs compile specs replace the fixed rule's lists (from the exporter's
-// --compile-spec through the .pte to plan_memory() and init()).
+// --compile-spec through the .pte to plan_memory() and init()), and the layout as
+// MemoryRequirements lists every byte under the purposes runner --info prints.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -32,6 +33,7 @@ std::vector<uint8_t> ExportStep(int64_t max_seqs, int64_t max_tokens, int64_t ma
 }
 
 uint64_t Align256(uint64_t n) { return (n + 255) / 256 * 256; }
+constexpr uint32_t kMaxBucketsForTest = 256;
 
 TEST(CudaPlan, ValuesAliveTogetherNeverShareBytesAndMemoryIsReused) {
   const std::vector<uint8_t> bytes = ExportStep(4, 64, 64);
@@ -414,6 +416,101 @@ TEST(CudaPlanSpecs, ExportedSpecsReachPlanMemoryAndInit) {
     EXPECT_EQ(handle.status().code(), Error::InvalidArgument);
     EXPECT_STREQ(init_ctx.message, expected);
   }
+}
+
+struct Part {
+  std::string purpose;
+  MemoryDomain domain;
+  uint64_t bytes;
+  bool operator==(const Part& o) const { return purpose == o.purpose && domain == o.domain && bytes == o.bytes; }
+};
+
+std::vector<Part> PartsOf(const MemoryRequirements& m) {
+  std::vector<Part> parts;
+  for (const MemoryPart& p : m.parts()) parts.push_back(Part{p.purpose, p.domain, p.bytes});
+  return parts;
+}
+
+uint64_t Listed(const MemoryRequirements& m, MemoryDomain domain) {
+  uint64_t sum = 0;
+  for (const MemoryPart& p : m.parts()) sum += p.domain == domain ? p.bytes : 0;
+  return sum;
+}
+
+void PrintTo(const Part& p, std::ostream* os) { *os << p.purpose << " " << to_string(p.domain) << " " << p.bytes; }
+
+TEST(CudaPlan, RequirementsListEveryByteOfTheLayoutByPurpose) {
+  constexpr uint64_t kHandle = 4096;  // the DelegateHandle's size is the backend's; any value here
+  const std::vector<uint8_t> bytes = ExportStep(4, 64, 64);
+  const GraphView graph(testing::program_of(bytes)->methods()->Get(0)->graph(), Span<const SegmentData>());
+  backends::cuda::Layout l;
+  ErrorContext ctx;
+  ASSERT_TRUE(backends::cuda::plan(graph, Span<const CompileSpec>(), &l, &ctx).is_ok()) << ctx.message;
+  const MemoryRequirements m = backends::cuda::requirements(l, kHandle);
+  // The totals are the layout's (what init() allocates), and the parts add up to them.
+  EXPECT_EQ(m.host_bytes, kHandle + l.host_bytes);
+  EXPECT_EQ(m.pinned_bytes, l.pinned_bytes);
+  EXPECT_EQ(m.device_bytes, l.device_bytes);
+  for (MemoryDomain d : {MemoryDomain::Host, MemoryDomain::PinnedHost, MemoryDomain::Device}) {
+    EXPECT_EQ(Listed(m, d), m.total(d)) << to_string(d);
+    EXPECT_EQ(m.unlisted(d), 0u) << to_string(d);
+  }
+  // The step has linears (the cuBLASLt workspace) and kernels with scratch: every purpose shows.
+  ASSERT_GT(l.constant_bytes, 0u);
+  ASSERT_GT(l.scratch_bytes, 0u);
+  const std::vector<Part> expected = {
+      {"handle", MemoryDomain::Host, kHandle},
+      {"runner", MemoryDomain::Host, l.host_bytes},
+      {"weights", MemoryDomain::Device, l.constant_bytes},
+      {"values", MemoryDomain::Device, l.value_bytes},
+      {"io staging", MemoryDomain::Device, l.io_bytes},
+      {"scratch", MemoryDomain::Device, l.scratch_bytes},
+      {"cublaslt workspace", MemoryDomain::Device, 32ull << 20},
+      {"status", MemoryDomain::Device, 256},
+      {"io staging", MemoryDomain::PinnedHost, l.io_bytes},
+      {"status", MemoryDomain::PinnedHost, 256},
+  };
+  EXPECT_EQ(PartsOf(m), expected);
+  // One CUDA graph per (T, S) bucket; counted, not in the bytes.
+  int64_t t[kMaxBucketsForTest], s[kMaxBucketsForTest];
+  const uint32_t buckets = backends::cuda::bucket_count(graph, t, s, kMaxBucketsForTest);
+  EXPECT_GT(buckets, 1u);
+  EXPECT_EQ(m.graph_count, buckets);
+  EXPECT_TRUE(m == backends::cuda::requirements(l, kHandle));  // deterministic: plan_memory() == init()
+  EXPECT_FALSE(m == backends::cuda::requirements(l, kHandle + 64));
+}
+
+TEST(CudaPlan, RequirementsListTheWorkspaceOnlyForLinearsAndAGraphPerBucket) {
+  // cnn: static shapes (one graph), a linear; paged_attention: symbolic, eager, no linear.
+  bool saw_linear = false, saw_no_linear = false;
+  for (const char* name : {"cnn", "paged_attention"}) {
+    SCOPED_TRACE(name);
+    const std::vector<uint8_t>& bytes = testing::example(name).program.bytes;
+    const GraphView graph(testing::program_of(bytes)->methods()->Get(0)->graph(), Span<const SegmentData>());
+    backends::cuda::Layout l;
+    ErrorContext ctx;
+    ASSERT_TRUE(backends::cuda::plan(graph, Span<const CompileSpec>(), &l, &ctx).is_ok()) << ctx.message;
+    const MemoryRequirements m = backends::cuda::requirements(l, 64);
+    bool has_linear = false;
+    for (uint32_t i = 0; i < graph.instruction_count(); ++i) {
+      const fb::KernelCall* call = graph.graph().instructions()->Get(i)->args_as_KernelCall();
+      has_linear = has_linear || (call != nullptr && call->op() == fb::OpCode::Linear);
+    }
+    (has_linear ? saw_linear : saw_no_linear) = true;
+    bool listed_workspace = false;
+    for (const MemoryPart& p : m.parts()) {
+      listed_workspace = listed_workspace || std::string(p.purpose) == "cublaslt workspace";
+      EXPECT_GT(p.bytes, 0u) << p.purpose;  // a zero-byte purpose is not listed
+    }
+    EXPECT_EQ(listed_workspace, has_linear);
+    EXPECT_EQ(Listed(m, MemoryDomain::Device), l.device_bytes);
+    EXPECT_EQ(Listed(m, MemoryDomain::PinnedHost), l.pinned_bytes);
+    int64_t t[kMaxBucketsForTest], s[kMaxBucketsForTest];
+    const uint32_t buckets = backends::cuda::bucket_count(graph, t, s, kMaxBucketsForTest);
+    EXPECT_EQ(m.graph_count, l.buckets.eager ? 0u : buckets);
+    EXPECT_EQ(m.graph_count, std::string(name) == "cnn" ? 1u : 0u);
+  }
+  EXPECT_TRUE(saw_linear && saw_no_linear);
 }
 
 }  // namespace

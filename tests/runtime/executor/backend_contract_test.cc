@@ -139,6 +139,13 @@ void ExpectSimOwnsTheCache(const Program& program) {
     EXPECT_NE(state->backend, nullptr);
     EXPECT_EQ(state->nbytes, uint64_t(kNumBlocks * kBlockSize * kHkv * kD * 4));
     EXPECT_GE(state->memory.device_bytes, state->nbytes);  // whole pages
+    ASSERT_EQ(state->memory.parts().size(), 2u);  // by purpose: its host record, its device bytes
+    EXPECT_EQ(str(state->memory.parts()[0].purpose), "state record");
+    EXPECT_EQ(state->memory.parts()[0].domain, MemoryDomain::Host);
+    EXPECT_EQ(state->memory.parts()[0].bytes, state->memory.host_bytes);
+    EXPECT_EQ(str(state->memory.parts()[1].purpose), "state");
+    EXPECT_EQ(state->memory.parts()[1].domain, MemoryDomain::Device);
+    EXPECT_EQ(state->memory.parts()[1].bytes, state->memory.device_bytes);
     EXPECT_NE(backends::sim::device_address(state->buffer), nullptr);
   }
 }
@@ -319,6 +326,10 @@ TEST(BackendContractTest, HostStateComesFromTheAppsAllocatorAndGoesBackAtUnload)
       EXPECT_EQ(allocator.allocated[p.state(s).name], p.state(s).nbytes) << p.state(s).name;
       EXPECT_EQ(allocator.live.count(p.state(s).data), 1u) << "state not from the app's allocator";
       EXPECT_EQ(p.state(s).memory.host_bytes, p.state(s).nbytes);
+      ASSERT_EQ(p.state(s).memory.parts().size(), 1u);
+      EXPECT_EQ(str(p.state(s).memory.parts()[0].purpose), "state");
+      EXPECT_EQ(p.state(s).memory.parts()[0].domain, MemoryDomain::Host);
+      EXPECT_EQ(p.state(s).memory.parts()[0].bytes, p.state(s).nbytes);
     }
     EXPECT_EQ(allocator.allocated_bytes(), state_bytes);
     EXPECT_EQ(allocator.owners, (std::vector<std::string>{"program", "program"}));
