@@ -349,25 +349,35 @@ TEST(CudaLlm, GreedyIdsEqualThePortableRunWholeAndDelegated) {
 }
 
 // W8A8 (--quantize fp8-dynamic): the rms_norm / silu_mul producers quantize the activations for
-// their linears (fused; plan.h FusedGroup). Prefill chunks of up to 32 tokens take the FP8 GEMM
-// (codes), decode steps the GEMV (f32 values, bit-exact with the reference's W8A8).
+// their linears (fused; plan.h FusedGroup).
+//  - Steps of at most 8 tokens (prefill chunks of 8) run every linear on the W8A8 GEMV, bit-exact
+//    with the reference's W8A8 (exact FP8 products, double sums): the same greedy ids as the CPU
+//    up to f32 near-ties.
+//  - Chunks of up to 32 tokens run the prefill on the FP8 GEMM (cuBLASLt, f32 accumulation in
+//    another order): a last-bit difference can move an activation to the next FP8 code in a later
+//    layer (a step of 1/16 to 1/8 of its value), so ids are compared up to near-ties of 5e-2.
 TEST(CudaLlm, W8a8WithQuantizationFusedIntoProducersGivesThePortableIds) {
   if (!HaveGpu()) return;
   auto cpu_rt = MakeRuntime(false), cuda_rt = MakeRuntime(true);
   exporter::QuantizeOptions q;
   q.preset = exporter::QuantPreset::Fp8Dynamic;
   q.min_size = 0;
-  int32_t vocab = 0;
-  const std::vector<uint8_t> program = ExportStep("qwen3_f32", 4, 32, {"portable"}, &vocab, nullptr, q);
-  const Load cpu_load, cuda_load({"cuda"});
-  testing::LoadedMethod cpu(program, cpu_rt->context, cpu_load.options);
-  ASSERT_TRUE(cpu.ok()) << cpu.ctx().message;
-  testing::LoadedMethod gpu(program, cuda_rt->context, cuda_load.options);
-  ASSERT_TRUE(gpu.ok()) << gpu.ctx().message;
-  const Generation expected = Generate(cpu.method(), vocab, Prompts(vocab), 4, 32);
-  const Generation got = Generate(gpu.method(), vocab, Prompts(vocab), 4, 32);
-  const int ties = CompareGreedy(got, expected, 1e-3);
-  std::printf("qwen3_f32 W8A8 on cuda: greedy ids vs portable, %d near-tie positions met\n", ties);
+  for (int32_t chunk : {8, 32}) {
+    SCOPED_TRACE(::testing::Message() << "max tokens per step " << chunk);
+    int32_t vocab = 0;
+    const std::vector<uint8_t> program = ExportStep("qwen3_f32", 4, chunk, {"portable"}, &vocab, nullptr, q);
+    const Load cpu_load, cuda_load({"cuda"});
+    testing::LoadedMethod cpu(program, cpu_rt->context, cpu_load.options);
+    ASSERT_TRUE(cpu.ok()) << cpu.ctx().message;
+    testing::LoadedMethod gpu(program, cuda_rt->context, cuda_load.options);
+    ASSERT_TRUE(gpu.ok()) << gpu.ctx().message;
+    const Generation expected = Generate(cpu.method(), vocab, Prompts(vocab), 4, chunk);
+    const Generation got = Generate(gpu.method(), vocab, Prompts(vocab), 4, chunk);
+    const double gap = chunk <= 8 ? 1e-3 : 5e-2;
+    const int ties = CompareGreedy(got, expected, gap);
+    std::printf("qwen3_f32 W8A8 on cuda, %d tokens a step: greedy ids vs portable, %d near-tie positions (gap < %.0e) met\n",
+                chunk, ties, gap);
+  }
 }
 
 TEST(CudaLlm, ASequenceAloneAndInABatchOf32GetTheSameIds) {

@@ -317,7 +317,7 @@ void sampled_batch(Batch& b, int64_t s, int64_t v, uint64_t seed, double scale) 
   std::mt19937_64 rng(seed);
   const float temps[] = {0.3f, 0.7f, 1.0f, 1.0f, 1.5f};
   const int32_t ks[] = {0, -1, 1, 2, 5, 40, static_cast<int32_t>(v - 1), static_cast<int32_t>(v), static_cast<int32_t>(v + 5), 0};
-  const float ps[] = {1.0f, 0.95f, 0.9f, 0.5f, 0.1f, 0.0f, 1.5f, 1.0f, 0.999f};
+  const float ps[] = {1.0f, 0.95f, 0.9f, 0.5f, 0.1f, 0.0f, 0.75f, 1.0f, 0.999f};  // [0, 1]: the rule
   const float pens[] = {1.0f, 1.0f, 1.1f, 0.9f, 1.5f};
   for (int64_t r = 0; r < s; ++r) {
     random_logits(b, r, rng, scale);
