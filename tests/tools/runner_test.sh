@@ -66,6 +66,15 @@ grep -q NotFound "$T/err" || fail "missing file error: $(cat "$T/err")"
 expect_error "bad --iterations" "$RUNNER" --program "$T/mlp.pte" --iterations 0
 expect_error "bad --threads" "$RUNNER" --program "$T/mlp.pte" --threads 0
 expect_error "unknown backend" "$RUNNER" --program "$T/mlp.pte" --backends nosuch
+# --cpu-target: an unknown name lists what this build and CPU can run; each of those is taken and named.
+expect_error "unknown cpu target" "$RUNNER" --program "$T/mlp.pte" --cpu-target nosuch
+grep -q "cpu target 'nosuch': not one this build and CPU can run (" "$T/err" || fail "cpu target message: $(cat "$T/err")"
+targets=$(sed -n "s/.*can run (\(.*\)).*/\1/p" "$T/err" | tr -d ' ' | tr ',' ' ')
+[ -n "$targets" ] || fail "no targets listed: $(cat "$T/err")"
+for target in $targets; do
+  expect_ok "$RUNNER" --program "$T/mlp.pte" --cpu-target "$(echo "$target" | tr 'A-Z' 'a-z')"
+  grep -q "cpu kernels $target)" "$T/out" || fail "--cpu-target $target: $(head -1 "$T/out")"
+done
 # cuda: unknown in a build without it, unavailable without a GPU; never a silent CPU run (no
 # 'portable' in the list). The GPU machine runs it for real (scripts/test_gpu.sh).
 if ! nvidia-smi > /dev/null 2>&1; then

@@ -16,6 +16,7 @@
 
 #include "backends/builtin.h"
 #include "kernels/builtin.h"
+#include "kernels/cpu/targets.h"
 #include "runtime/core/data_loader.h"
 #include "runtime/core/event_tracer.h"
 #include "runtime/core/thread_pool.h"
@@ -438,8 +439,8 @@ int run_program(const Options& o) {
   std::sort(latencies_ms.begin(), latencies_ms.end());
   const double median = latencies_ms[latencies_ms.size() / 2];
 
-  std::printf("method '%s' (%zu instructions, %d thread%s)\n", name, method.instruction_count(), o.threads,
-              o.threads == 1 ? "" : "s");
+  std::printf("method '%s' (%zu instructions, %d thread%s, cpu kernels %s)\n", name, method.instruction_count(),
+              o.threads, o.threads == 1 ? "" : "s", kernels::cpu_target());
   for (size_t i = 0; i < method.output_count(); ++i) {
     const TensorView& out = *method.output(i);
     const TensorMeta t = meta->output(i).value();
@@ -548,6 +549,9 @@ int main(int argc, char** argv) {
   app.add_option("--output-dir", o.output_dir, "Write each output as <dir>/<name>.npy");
   app.add_option("--iterations", o.iterations, "Times to execute (latency = median)")->capture_default_str();
   app.add_option("--threads", o.threads, "Thread pool size, caller included")->capture_default_str();
+  app.add_option("--cpu-target", o.cpu_target,
+                 "Cap the cpu kernels' SIMD target (Highway name, e.g. AVX2 on an AVX-512 machine); default: the best "
+                 "this CPU supports");
   app.add_option("--backends", o.backends,
                  "Backends in priority order, e.g. sim,portable: each delegate (or a method without delegates, "
                  "whole) runs on the first listed backend that supports all its instructions; 'portable' "
@@ -590,6 +594,11 @@ int main(int argc, char** argv) {
   // logged only at Debug level, so --verbose (Info) adds load details without repeating them.
   set_log_level(o.verbose ? LogLevel::Info : LogLevel::Error);
   try {
+    if (!o.cpu_target.empty()) {
+      ErrorContext target_ctx;
+      const Status s = kernels::set_cpu_target(o.cpu_target.c_str(), &target_ctx);
+      if (!s.is_ok()) fail(s, target_ctx, "--cpu-target");
+    }
     apply_llm_flags(app, llm_numbers, &o);
     // Files read are noted, so that no output (--output-dir, --profile) replaces one of them.
     tools::ReadLog inputs;

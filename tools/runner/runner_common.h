@@ -24,6 +24,7 @@ struct Options {
   std::string output_dir;
   int iterations = 1;
   int threads = 1;
+  std::string cpu_target;  // empty: the best this CPU supports
   std::string backends;
   std::string verification = "full";
   bool mmap = false;
