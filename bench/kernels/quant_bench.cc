@@ -14,6 +14,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <map>
 #include <memory>
@@ -25,6 +26,7 @@
 #include "benchmark/benchmark.h"
 #include "kernels/cpu/ops.h"
 #include "kernels/cpu/quantized_linear.h"
+#include "kernels/cpu/targets.h"
 #include "runtime/core/float_codecs.h"
 #include "runtime/core/quant.h"
 #include "runtime/core/thread_pool.h"
@@ -365,6 +367,15 @@ class RatioReporter : public benchmark::ConsoleReporter {
 
 int main(int argc, char** argv) {
   using namespace ember;
+  // EMBER_CPU_TARGET=AVX2 (a Highway target name): measure that target's code on a better CPU.
+  if (const char* target = std::getenv("EMBER_CPU_TARGET")) {
+    ErrorContext ctx;
+    if (!kernels::set_cpu_target(target, &ctx).is_ok()) {
+      std::fprintf(stderr, "ember_bench_quant: %s\n", ctx.message);
+      return 2;
+    }
+  }
+  std::printf("cpu kernels: %s\n", kernels::cpu_target());
   for (const FormatInfo& f : kFormats) {
     for (int t : {1, 2}) {
       const std::string suffix = std::string(f.name) + "/t" + std::to_string(t);
