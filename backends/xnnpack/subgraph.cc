@@ -88,6 +88,13 @@ Status define(Pass& p, const TensorView& view, Layout layout, const void* data, 
   return Status::ok();
 }
 
+// Room for a conv weight in OHWI, which XNNPACK copies into its own packing at runtime creation.
+float* take_transient(Pass& p, uint64_t bytes) {
+  float* out = p.defining() ? reinterpret_cast<float*>(p.t.transient + p.t.transient_bytes) : nullptr;
+  p.t.transient_bytes += align64(bytes);
+  return out;
+}
+
 // Room for a packed copy of `bytes`: counted in the checking pass, handed out in the defining one.
 float* take_weights(Pass& p, uint64_t bytes) {
   // After the staging slots, which are all known before the first instruction.
@@ -243,7 +250,7 @@ Status conv2d(Pass& p, const fb::KernelCall& call) {
   }
   if (groups <= 0 || x.dims[1] != cg * groups || o % groups != 0) return unsupported(p, "inconsistent groups");
   // OIHW -> OHWI ([groups * group_out][kh][kw][group_in]), the layout xnn_define_convolution_2d reads.
-  float* packed = take_weights(p, static_cast<uint64_t>(o * kh * kw * cg) * sizeof(float));
+  float* packed = take_transient(p, static_cast<uint64_t>(o * kh * kw * cg) * sizeof(float));
   EMBER_RETURN_IF_ERROR(result(p, call.outputs()->Get(0), Layout::Nhwc, &out));
   if (!p.defining()) return Status::ok();
   const float* src = reinterpret_cast<const float*>(p.graph.constant_data(w_v));
@@ -476,6 +483,7 @@ Status translate(const GraphView& graph, Translation& t, ErrorContext* error) {
   t.input_count = graph.input_count();
   t.output_count = graph.output_count();
   t.weights_bytes = 0;
+  t.transient_bytes = 0;
   t.staging_bytes = 0;
   for (uint32_t k = 0; k < t.input_count; ++k) {
     const uint32_t v = graph.input_value(k);

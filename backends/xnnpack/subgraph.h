@@ -41,12 +41,16 @@ struct Translation {
   // staging_bytes + weights_bytes of host memory (64-aligned), sized by the checking pass: the
   // staging slots (inputs, then outputs), then the packed weights in instruction order.
   uint8_t* block = nullptr;
+  // transient_bytes of host memory for the conv weights in OHWI: XNNPACK packs them into its own
+  // buffers while the runtime is created, so init() frees this right after.
+  uint8_t* transient = nullptr;
   IoSlot inputs[kMaxIo];
   IoSlot outputs[kMaxIo];
   uint32_t input_count = 0;
   uint32_t output_count = 0;
   // Results of the pass.
-  uint64_t weights_bytes = 0;     // conv weights in OHWI, constants permuted to NHWC (64-aligned each)
+  uint64_t weights_bytes = 0;     // constant operands of elementwise ops, copied (64-aligned each)
+  uint64_t transient_bytes = 0;   // conv weights in OHWI (64-aligned each), only during init()
   uint64_t staging_bytes = 0;     // every input and output slot (64-aligned each)
 };
 

@@ -216,8 +216,19 @@ class XnnpackBackend final : public Backend {
     xnn_status s = xnn_create_subgraph(graph.input_count() + graph.output_count(), 0, &subgraph);
     if (s != xnn_status_success) return xnn_failure(ctx.error, s, "xnn_create_subgraph", "init");
     const uint64_t planned = h.block_bytes;
+    const uint64_t transient_bytes = h.t.transient_bytes;
+    const AllocationRequest transient_request = host_request(transient_bytes, AllocationRequest::Purpose::Other);
+    uint8_t* transient = transient_bytes == 0
+                             ? nullptr
+                             : static_cast<uint8_t*>(allocate_host_memory(h.allocator, transient_request));
+    if (transient_bytes != 0 && transient == nullptr) {
+      xnn_delete_subgraph(subgraph);
+      return EMBER_FAIL(ctx.error, Error::OutOfMemory, "xnnpack: %llu bytes of conv weights in OHWI (load time only)",
+                        static_cast<unsigned long long>(transient_bytes));
+    }
     h.t.subgraph = subgraph;
     h.t.block = h.block;
+    h.t.transient = transient;
     Status status = translate(graph, h.t, ctx.error);  // defining pass
     h.t.subgraph = nullptr;
     if (status.is_ok() && h.t.staging_bytes + h.t.weights_bytes != planned) {
@@ -229,7 +240,9 @@ class XnnpackBackend final : public Backend {
       s = xnn_create_runtime_v2(subgraph, h.pool, 0, &h.runtime);
       if (s != xnn_status_success) status = xnn_failure(ctx.error, s, "xnn_create_runtime_v2", "init");
     }
-    xnn_delete_subgraph(subgraph);  // the runtime keeps what it needs (it packed the weights)
+    xnn_delete_subgraph(subgraph);  // the runtime keeps what it needs: it packed the conv weights
+    h.t.transient = nullptr;
+    if (transient != nullptr) free_host_memory(h.allocator, transient_request, transient);
     EMBER_RETURN_IF_ERROR(status);
     // The slots never move, so the runtime is set up once; execute() only copies and invokes.
     xnn_external_value external[2 * kMaxIo];
