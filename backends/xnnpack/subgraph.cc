@@ -297,10 +297,8 @@ Status pool2d(Pass& p, const fb::KernelCall& call, OpCode op) {
   const int64_t extra_w = y.dims[3] - floor_size(x.dims[3], pad[1] + pad[3], kw, sw, dw);
   if (extra_h < 0 || extra_w < 0 || extra_h > 1 || extra_w > 1) return unsupported(p, "an output size off the floor/ceil rule");
   if (op == OpCode::MaxPool2d) {
-    // XNNPACK clamps a padded tap to the nearest edge pixel, which is inside the window only without
-    // dilation; a max over the window's valid taps is then the same. Extra rows from ceil_mode become
-    // bottom / right padding.
-    if ((dh != 1 || dw != 1) && (any_pad || extra_h || extra_w)) return unsupported(p, "dilated max pool with padding");
+    // XNNPACK's max pool skips padded taps as the reference does (tested with dilation, padding and
+    // an input whose edges hold the maxima). Extra rows from ceil_mode become bottom / right padding.
     // The bottom / right padding that makes the floor rule give the extra row: exactly enough for
     // the last window's last tap.
     if (extra_h) pad[2] = (y.dims[2] - 1) * sh + dh * (kh - 1) + 1 - x.dims[2] - pad[0];

@@ -194,6 +194,32 @@ TEST(XnnpackOpsTest, MaxPoolPaddingCeilModeAndDilation) {
       {input({2, 3, 10, 11}, 4)});
 }
 
+// Dilated windows over padding, with the maxima on the edges: a padded tap that XNNPACK mapped onto
+// an edge pixel outside the window would show here.
+TEST(XnnpackOpsTest, MaxPoolDilatedOverPaddingWithMaximaOnTheEdges) {
+  std::vector<float> v(2 * 7 * 8, -1.0f);
+  for (int c = 0; c < 2; ++c) {
+    for (int w = 0; w < 8; ++w) v[(c * 7 + 0) * 8 + w] = 5.0f + static_cast<float>(w), v[(c * 7 + 6) * 8 + w] = 7.0f;
+    for (int h = 0; h < 7; ++h) v[(c * 7 + h) * 8 + 0] = 9.0f, v[(c * 7 + h) * 8 + 7] = 3.0f + static_cast<float>(h);
+  }
+  ExpectMatchesReference(
+      [] {
+        GraphBuilder b(21);
+        ValueId x = b.input("x", ScalarType::F32, {1, 2, 7, 8});
+        Pool2dParams p = Pool2dParams::square(3, 1);
+        p.dilation[0] = p.dilation[1] = 2;
+        p.padding[0] = p.padding[1] = p.padding[2] = p.padding[3] = 1;
+        b.output("padded", b.max_pool2d(x, p));
+        Pool2dParams ceil = Pool2dParams::square(2, 2);
+        ceil.dilation[0] = ceil.dilation[1] = 2;
+        ceil.padding[0] = ceil.padding[1] = 1;
+        ceil.ceil_mode = true;
+        b.output("ceil", b.max_pool2d(x, ceil));
+        return b.build();
+      },
+      {testing::f32_tensor({1, 2, 7, 8}, v)});
+}
+
 TEST(XnnpackOpsTest, AvgPoolCountIncludePadBothWays) {
   ExpectMatchesReference(
       [] {
