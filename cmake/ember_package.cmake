@@ -35,6 +35,8 @@ foreach(name ${EMBER_BUILTIN_BACKENDS})
   target_link_libraries(ember_runtime_${name} INTERFACE ember_runtime)
   if(name STREQUAL "cuda")  # the toolkit's libraries, from /usr/local/cuda
     target_link_libraries(ember_runtime_${name} INTERFACE CUDA::cudart_static CUDA::cublasLt)
+  elseif(name STREQUAL "xnnpack")  # Debian's shared libXNNPACK.so + libpthreadpool.so (no .a exists)
+    target_link_libraries(ember_runtime_${name} INTERFACE $<BUILD_INTERFACE:xnnpack::xnnpack>)
   endif()
   add_library(ember::runtime_${name} ALIAS ember_runtime_${name})
   list(APPEND EMBER_BACKEND_ARCHIVES ember_runtime_${name})

@@ -126,6 +126,12 @@ def cases():
     return out
 
 
+# CNN cases also run delegated to the XNNPACK backend (`exporter --backends xnnpack,portable`), as
+# ctest ember_onnx_<case>_xnnpack when the build has the backend; same model, references and
+# tolerance as the portable case (backends/xnnpack/README.md).
+XNNPACK_CASES = ("resnet18_opset17", "mobilenet_v2_opset17", "mobilenet_v3_small_opset17",
+                 "squeezenet1_1_opset17", "efficientnet_b0_opset17")
+
 # Cases the sanitizer builds run too (small models: the importer and runtime under ASan + UBSan).
 SANITIZER_CASES = ("mobilenet_v3_small_opset13", "resnet18_batch_opset17", "bert_encoder_opset17",
                    "unsupported_det", "unsupported_custom", "torch2_encoder_dynamo_opset21",
@@ -161,5 +167,8 @@ if __name__ == "__main__":
             if "--full" not in args and tier(name) != "ci":
                 continue
             print(name)
+    elif args == ["--list-xnnpack"]:
+        for name in XNNPACK_CASES:
+            print(name)
     else:
-        sys.exit("usage: cases.py --list [--full] [--sanitizer]")
+        sys.exit("usage: cases.py --list [--full] [--sanitizer] | --list-xnnpack")

@@ -100,6 +100,8 @@ def check_model(args, case_dir, meta, work):
     cmd = [args.exporter, os.path.join(case_dir, "model.onnx"), "-o", pte]
     for s in meta.get("input_shape", []):
         cmd += ["--input-shape", s]
+    if args.backends:
+        cmd += ["--backends", args.backends]
     p, dt_export = run_tool(cmd, args.timeout)
     print(f"export: {' '.join(cmd[1:])}: exit {p.returncode} in {dt_export:.2f} s")
     if p.returncode != 0:
@@ -198,6 +200,8 @@ def main():
     ap.add_argument("--cache-limit-mb", type=float, default=64,
                     help="after a pass, delete the made case from the cache when it is larger than this "
                          "(every case cached: 16.5 GB; cases up to 64 MB: 1.8 GB); negative keeps all")
+    ap.add_argument("--backends", default="",
+                    help="exporter --backends (e.g. xnnpack,portable); default: the exporter's (portable)")
     ap.add_argument("case")
     args = ap.parse_args()
 
@@ -208,7 +212,8 @@ def main():
             work = os.path.join(args.cache, args.case, "ember")
         else:
             case_dir, meta = make_models.ensure_case(args.case, args.cache, args.seed)
-            work = os.path.join(case_dir, "ember")
+            # One work folder per backend list: a backend variant may run beside the portable case.
+            work = os.path.join(case_dir, "ember" + ("_" + args.backends.replace(",", "_") if args.backends else ""))
         make_cpu = time.process_time() - c0
     except Exception as e:
         print(f"FAIL: {args.case}: making the model and references failed: {type(e).__name__}: {e}")

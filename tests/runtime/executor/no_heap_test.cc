@@ -20,6 +20,10 @@
 #include "exporter/passes/evaluate.h"
 #include "tests/common/program_util.h"
 #include "tests/common/test_util.h"
+#if EMBER_TEST_XNNPACK
+#include "backends/xnnpack/register.h"
+#include "exporter/importers/builder/examples.h"
+#endif
 
 // Built only without sanitizers (see CMakeLists.txt): their runtimes own malloc.
 #if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
@@ -248,6 +252,37 @@ TEST(NoHeapTest, ExecuteAllocatesNothingAfterTheFirstCall) {
     testing::ExpectAllClose(testing::copy_of(*lm.method().output(0)), expected[0]);
   }
 }
+
+#if EMBER_TEST_XNNPACK
+// The cnn example exported for xnnpack: one delegate, its XNNPACK runtime on a 2-thread pthreadpool.
+// execute() copies through the fixed slots and invokes the runtime; neither may allocate (counted on
+// every thread, XNNPACK's and pthreadpool's workers included).
+TEST(NoHeapTest, XnnpackDelegateExecuteAllocatesNothingAfterTheFirstCall) {
+  const exporter::ExportResult r = testing::export_program(exporter::build_cnn_example(1), {"xnnpack", "portable"});
+  testing::RuntimeOptions ro;
+  ro.threads = 2;
+  testing::Runtime rt(ro);
+  ASSERT_TRUE(backends::xnnpack::register_backend(*rt.backends).is_ok());
+  testing::LoadedMethod lm(r.program.bytes, rt.context);
+  ASSERT_TRUE(lm.ok()) << lm.ctx().message;
+  ASSERT_STREQ(lm.method().instruction_backend(0), "xnnpack");
+  const exporter::HostTensor in = exporter::HostTensor::from_f32({1, 3, 32, 32}, testing::pattern(3 * 32 * 32));
+  ErrorContext ctx;
+  ASSERT_TRUE(lm.method().set_input(0, testing::view_of(in), &ctx).is_ok()) << ctx.message;
+  ASSERT_TRUE(lm.method().execute(&ctx).is_ok()) << ctx.message;
+  Status statuses[6];
+  uint64_t allocations = 0;
+  {
+    CountAllocations counter;
+    for (Status& s : statuses) s = lm.method().execute(&ctx);
+    allocations = counter.stop();
+  }
+  for (const Status& s : statuses) EXPECT_TRUE(s.is_ok()) << to_string(s.code()) << ": " << ctx.message;
+  EXPECT_EQ(allocations, 0u) << "heap allocations during execute() of an xnnpack delegate";
+  const std::vector<exporter::HostTensor> expected = exporter::evaluate(r.graph, {in});
+  testing::ExpectAllClose(testing::copy_of(*lm.method().output(0)), expected[0]);
+}
+#endif
 
 TEST(NoHeapTest, SymbolicBatchChangesDoNotAllocate) {
   const exporter::ExportResult& r = testing::example("mlp");
