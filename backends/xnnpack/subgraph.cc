@@ -296,6 +296,8 @@ Status pool2d(Pass& p, const fb::KernelCall& call, OpCode op) {
   const int64_t extra_h = y.dims[2] - floor_size(x.dims[2], pad[0] + pad[2], kh, sh, dh);
   const int64_t extra_w = y.dims[3] - floor_size(x.dims[3], pad[1] + pad[3], kw, sw, dw);
   if (extra_h < 0 || extra_w < 0 || extra_h > 1 || extra_w > 1) return unsupported(p, "an output size off the floor/ceil rule");
+  // xnn_define_*_pooling_2d return xnn_status_invalid_parameter for a window of one tap.
+  if (kh * kw <= 1) return unsupported(p, "a 1x1 pooling window (XNNPACK refuses it)");
   if (op == OpCode::MaxPool2d) {
     // XNNPACK's max pool skips padded taps as the reference does (tested with dilation, padding and
     // an input whose edges hold the maxima). Extra rows from ceil_mode become bottom / right padding.

@@ -1,6 +1,7 @@
 #include <pthreadpool.h>
 #include <xnnpack.h>
 
+#include <cstdio>
 #include <cstring>
 #include <new>
 
@@ -78,8 +79,19 @@ class XnnpackBackend final : public Backend {
     return s == xnn_status_success ? "" : status_name(s);  // unsupported_hardware: a CPU without SSE2 / NEON
   }
 
+  // The graph as a whole: translate()'s checking pass (no subgraph, no allocation) refuses the
+  // attributes and shapes a key cannot say (a dilated average pool, a flatten of an image, a symbolic
+  // dim); Program::load then gives the delegate to the next listed backend or the portable kernels.
+  bool accepts(const RuntimeContext&, const GraphView& graph, char* why, size_t why_size) const override {
+    Translation t;
+    ErrorContext error;
+    if (translate(graph, t, &error).is_ok()) return true;
+    std::snprintf(why, why_size, "%s", error.message);
+    return false;
+  }
+
   // The ops translate() takes, f32 only, contiguous, unquantized. Attributes and shapes a key cannot
-  // say (a dilated average pool, a flatten of an image) are refused by init() with NotSupported.
+  // say are accepts()'s (and init() refuses them too, with NotSupported, when called directly).
   bool supports(const RuntimeContext&, const KernelKey& key) const override {
     if (key.dim_order != DimOrder::Contiguous || key.quant != QuantLayout::None || key.variant != 0) return false;
     int args = 0, optional = -1;  // the argument count, and the index of an optional input (bias)

@@ -186,6 +186,14 @@ class Backend {
   // they must be exact for what the key says; init() may still refuse a graph for what a key does
   // not say (shapes, attributes) with NotSupported, naming the instruction.
   virtual bool supports(const RuntimeContext& runtime, const KernelKey& key) const = 0;
+  // Load time, after supports() said yes to every instruction: does this backend take the graph as a
+  // whole, with what a key does not say (attributes, shapes)? false, with `why` filled ("xnnpack:
+  // instruction 3 (avg_pool2d): dilated average pool"), makes Program::load choose the next listed
+  // backend or the portable kernels, as for an unsupported key, also for a delegate exported for this
+  // backend; MethodMeta plans with the same choice. No allocation. Default: every graph.
+  virtual bool accepts(const RuntimeContext& runtime, const GraphView& graph, char* why, size_t why_size) const {
+    return true;
+  }
   // Signatures this backend runs that no portable kernel has (the capabilities tool asks
   // supports() about every portable signature, and lists these as well). Default: none.
   virtual Span<const KernelKey> extra_signatures() const { return Span<const KernelKey>(); }

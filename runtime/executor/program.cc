@@ -38,10 +38,18 @@ uint64_t resolve_state(const fb::Program& p, const fb::StateDecl& decl, Span<con
   return overflow ? UINT64_MAX : nbytes_of(static_cast<ScalarType>(decl.dtype()), numel);
 }
 
-// Whether `backend` can run every instruction of `graph`; else writes the first one it cannot run
-// into `why`.
+// Whether `backend` takes `graph` as a whole (Backend::accepts); else writes why into `why`.
+bool accepts_graph(const Backend& backend, const RuntimeContext& rt, const fb::Graph& graph,
+                   Span<const SegmentData> segments, char* why, size_t why_size) {
+  if (backend.accepts(rt, GraphView(&graph, segments), why, why_size)) return true;
+  if (why_size > 0 && why[0] == '\0') std::snprintf(why, why_size, "refused by the backend");
+  return false;
+}
+
+// Whether `backend` can run every instruction of `graph` and takes it whole; else writes the first
+// instruction it cannot run, or its refusal, into `why`.
 bool supports_graph(const Backend& backend, const char* name, const RuntimeContext& rt, const fb::Graph& graph,
-                    char* why, size_t why_size) {
+                    Span<const SegmentData> segments, char* why, size_t why_size) {
   for (uint32_t i = 0; i < size_of(graph.instructions()); ++i) {
     const fb::Instruction& ins = *graph.instructions()->Get(i);
     if (ins.args_type() == fb::InstructionArgs::Move) continue;
@@ -57,7 +65,7 @@ bool supports_graph(const Backend& backend, const char* name, const RuntimeConte
       return false;
     }
   }
-  return true;
+  return accepts_graph(backend, rt, graph, segments, why, why_size);
 }
 
 // What Program asks the app's DeviceAllocator for a host state (the same request frees it).
@@ -96,12 +104,12 @@ Status Program::choose_backends(ErrorContext* ctx) {
       size_t used = 0;
       for (size_t b = 0; b < priority_count_; ++b) {
         const Backend* backend = rt.backends->find(priority_[b]);
-        char why[112] = {0};
+        char why[160] = {0};
         if (!backend->is_available(rt)) {
           const char* detail = backend->unavailable_reason(rt);
           std::snprintf(why, sizeof(why), detail[0] != '\0' ? "%s unavailable (%s)" : "%s unavailable%s", priority_[b],
                         detail);
-        } else if (supports_graph(*backend, priority_[b], rt, *method.graph(), why, sizeof(why))) {
+        } else if (supports_graph(*backend, priority_[b], rt, *method.graph(), segments(), why, sizeof(why))) {
           body.backend = backend;
           body.name = priority_[b];
           std::snprintf(body.reason, sizeof(body.reason), "first listed backend that runs all %u instructions",
@@ -136,7 +144,7 @@ Status Program::choose_backends(ErrorContext* ctx) {
       for (size_t c = 0; c < candidate_count && choice.backend == nullptr; ++c) {
         const Backend* backend = rt.backends->find(candidates[c]);
         const bool own = std::strcmp(candidates[c], exported) == 0;
-        char why[112] = {0};
+        char why[160] = {0};
         if (!backend->is_available(rt)) {
           const char* detail = backend->unavailable_reason(rt);
           std::snprintf(why, sizeof(why), detail[0] != '\0' ? "%s unavailable (%s)" : "%s unavailable%s", candidates[c],
@@ -150,9 +158,12 @@ Status Program::choose_backends(ErrorContext* ctx) {
             break;
           }
           std::snprintf(why, sizeof(why), "%s: an OPAQUE payload for %s cannot be retargeted", candidates[c], exported);
-        } else if (own || supports_graph(*backend, candidates[c], rt, *del.payload_nested_root(), why, sizeof(why))) {
-          // The backend the delegate was exported for is taken at its word (the exporter partitioned
-          // against its manifest; its init() refuses what it cannot run). Others must show support.
+        } else if (own ? accepts_graph(*backend, rt, *del.payload_nested_root(), segments(), why, sizeof(why))
+                       : supports_graph(*backend, candidates[c], rt, *del.payload_nested_root(), segments(), why,
+                                        sizeof(why))) {
+          // The backend the delegate was exported for is taken at its word per instruction (the
+          // exporter partitioned against its manifest) but may still refuse the graph as a whole
+          // (accepts(): attributes the manifest cannot express). Others must show support.
           choice.backend = backend;
           choice.name = candidates[c];
           used = 0;

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "backends/xnnpack/register.h"
+#include "backends/xnnpack/subgraph.h"
 #include "exporter/importers/builder/examples.h"
 #include "exporter/importers/builder/graph_builder.h"
 #include "kernels/reference/register.h"
@@ -84,15 +85,6 @@ void ExpectMatchesReference(const std::function<Graph()>& build, const std::vect
     ASSERT_EQ(actual.size(), expected.size());
     for (size_t k = 0; k < actual.size(); ++k) ExpectAllClose(actual[k], expected[k], tol);
   }
-}
-
-// The load error of `build()` exported for xnnpack,portable.
-ErrorContext load_error(const std::function<Graph()>& build) {
-  const exporter::ExportResult xnn = testing::export_program(build(), {"xnnpack", "portable"});
-  auto rt = make_runtime();
-  LoadedMethod lm(xnn.program.bytes, rt->context);
-  EXPECT_FALSE(lm.ok());
-  return lm.ctx();
 }
 
 ValueId conv(GraphBuilder& b, ValueId x, int64_t in_c, int64_t out_c, int64_t kh, int64_t kw, const Conv2dParams& p,
@@ -340,70 +332,123 @@ TEST(XnnpackRefusalTest, UnsupportedOpsLandOnPortable) {
   ExpectAllClose(actual[0], expected[0], kTol);
 }
 
-// What a kernel key cannot say, init() refuses with NotSupported naming the instruction and why.
-TEST(XnnpackRefusalTest, InitRefusesAttributesXnnpackComputesDifferently) {
-  ErrorContext e = load_error([] {
-    GraphBuilder b(15);
-    Pool2dParams p = Pool2dParams::square(2, 1);
-    p.dilation[0] = p.dilation[1] = 2;
-    b.output("y", b.avg_pool2d(b.input("x", ScalarType::F32, {1, 2, 6, 6}), p));
-    return b.build();
-  });
-  EXPECT_EQ(e.code, Error::NotSupported);
-  EXPECT_NE(std::strstr(e.message, "instruction 0 (avg_pool2d): dilated average pool"), nullptr) << e.message;
+// What a kernel key cannot say (attributes, shapes), accepts() refuses: Program::load gives the
+// delegate to the portable kernels (fallback), names the reason, and the results are the reference's.
+// init(), called directly, refuses the same graph with NotSupported.
+void ExpectFallsBackToPortable(const std::function<Graph()>& build, const std::vector<HostTensor>& inputs,
+                               const char* reason) {
+  SCOPED_TRACE(reason);
+  const exporter::ExportResult xnn = testing::export_program(build(), {"xnnpack", "portable"});
+  ASSERT_EQ(xnn.partition.delegates.size(), 1u) << "the manifest takes the ops: one xnnpack delegate";
+  auto rt = make_runtime();
+  const std::vector<HostTensor> expected = run(testing::export_program(build()).program.bytes, *rt, inputs);
+  LoadedMethod lm(xnn.program.bytes, rt->context);
+  ASSERT_TRUE(lm.ok()) << lm.ctx().message;
+  ASSERT_EQ(lm.method().meta().delegate_count(), 1u);
+  EXPECT_STREQ(lm.method().meta().delegate(0)->runs_on, "portable");
+  EXPECT_NE(std::strstr(lm.method().meta().delegate(0)->reason, reason), nullptr)
+      << lm.method().meta().delegate(0)->reason;
+  const std::vector<HostTensor> actual = testing::run_method(lm.method(), inputs);
+  ASSERT_EQ(actual.size(), expected.size());
+  for (size_t k = 0; k < actual.size(); ++k) ExpectAllClose(actual[k], expected[k], kTol);
 
-  e = load_error([] {
-    GraphBuilder b(16);
-    Pool2dParams p = Pool2dParams::square(2, 2);
-    p.ceil_mode = true;
-    b.output("y", b.avg_pool2d(b.input("x", ScalarType::F32, {1, 2, 5, 5}), p));
-    return b.build();
-  });
-  EXPECT_EQ(e.code, Error::NotSupported);
-  EXPECT_NE(std::strstr(e.message, "ceil_mode adds a window"), nullptr) << e.message;
-
-  e = load_error([] {  // flattening an NHWC image with H * W > 1 would reorder it
-    GraphBuilder b(17);
-    ValueId x = b.input("x", ScalarType::F32, {1, 2, 3, 3});
-    b.output("y", b.reshape(b.relu(x), {1, 18}));
-    return b.build();
-  });
-  EXPECT_EQ(e.code, Error::NotSupported);
-  EXPECT_NE(std::strstr(e.message, "instruction 1 (reshape): reshape of an image with H * W > 1"), nullptr)
-      << e.message;
-
-  e = load_error([] {
-    GraphBuilder b(18);
-    ValueId x = b.input("x", ScalarType::F32, {1, 2, 3, 4});
-    b.output("y", b.softmax(x, 1));
-    return b.build();
-  });
-  EXPECT_EQ(e.code, Error::NotSupported);
-  EXPECT_NE(std::strstr(e.message, "softmax over an axis other than the last"), nullptr) << e.message;
+  // The backend itself, asked directly.
+  LoadedProgram lp(xnn.program.bytes, rt->context);
+  ASSERT_TRUE(lp.ok()) << lp.ctx().message;
+  const fb::Delegate& del = *lp.program().flatbuffer().methods()->Get(0)->delegates()->Get(0);
+  const GraphView graph(del.payload_nested_root(), lp.program().segments());
+  const Backend& backend = *rt->backends->find("xnnpack");
+  char why[160] = {0};
+  EXPECT_FALSE(backend.accepts(rt->context, graph, why, sizeof(why)));
+  EXPECT_NE(std::strstr(why, reason), nullptr) << why;
+  ErrorContext error;
+  BackendInitContext ctx;
+  ctx.runtime = &rt->context;
+  ctx.error = &error;
+  EXPECT_FALSE(backend.init(ctx, graph, Span<const CompileSpec>()).is_ok());
+  EXPECT_EQ(error.code, Error::NotSupported);
+  EXPECT_NE(std::strstr(error.message, reason), nullptr) << error.message;
 }
 
-TEST(XnnpackRefusalTest, InitRefusesSymbolicDims) {
-  ErrorContext e = load_error([] {
-    GraphBuilder b(19);
-    b.symbol("batch", 1, 4);
-    ValueId x = b.input("x", ScalarType::F32, {DimSpec::sym("batch"), 2, 5, 5});
-    b.output("y", b.relu(x));
-    return b.build();
-  });
-  EXPECT_EQ(e.code, Error::NotSupported);
-  EXPECT_NE(std::strstr(e.message, "symbolic dim 0"), nullptr) << e.message;
+TEST(XnnpackRefusalTest, AttributesXnnpackComputesDifferentlyFallBackToPortable) {
+  ExpectFallsBackToPortable(
+      [] {
+        GraphBuilder b(15);
+        Pool2dParams p = Pool2dParams::square(2, 1);
+        p.dilation[0] = p.dilation[1] = 2;
+        b.output("y", b.avg_pool2d(b.input("x", ScalarType::F32, {1, 2, 6, 6}), p));
+        return b.build();
+      },
+      {input({1, 2, 6, 6}, 30)}, "instruction 0 (avg_pool2d): dilated average pool");
+  ExpectFallsBackToPortable(
+      [] {
+        GraphBuilder b(16);
+        Pool2dParams p = Pool2dParams::square(2, 2);
+        p.ceil_mode = true;
+        b.output("y", b.avg_pool2d(b.input("x", ScalarType::F32, {1, 2, 5, 5}), p));
+        return b.build();
+      },
+      {input({1, 2, 5, 5}, 31)}, "ceil_mode adds a window");
+  ExpectFallsBackToPortable(
+      [] {  // flattening an NHWC image with H * W > 1 would reorder it
+        GraphBuilder b(17);
+        ValueId x = b.input("x", ScalarType::F32, {1, 2, 3, 3});
+        b.output("y", b.reshape(b.relu(x), {1, 18}));
+        return b.build();
+      },
+      {input({1, 2, 3, 3}, 32)}, "instruction 1 (reshape): reshape of an image with H * W > 1");
+  ExpectFallsBackToPortable(
+      [] {
+        GraphBuilder b(18);
+        ValueId x = b.input("x", ScalarType::F32, {1, 2, 3, 4});
+        b.output("y", b.softmax(x, 1));
+        return b.build();
+      },
+      {input({1, 2, 3, 4}, 33)}, "softmax over an axis other than the last");
+  ExpectFallsBackToPortable(  // XNNPACK's own define call rejects a one-tap window
+      [] {
+        GraphBuilder b(20);
+        b.output("y", b.max_pool2d(b.input("x", ScalarType::F32, {1, 2, 4, 4}), Pool2dParams::square(1, 2)));
+        return b.build();
+      },
+      {input({1, 2, 4, 4}, 34)}, "a 1x1 pooling window");
 }
 
-// XNNPACK's own refusal reaches the caller with the xnn_status name: it rejects a 1x1 pooling window.
-TEST(XnnpackErrorTest, XnnpackDefineFailureNamesTheStatus) {
-  ErrorContext e = load_error([] {
-    GraphBuilder b(20);
-    b.output("y", b.max_pool2d(b.input("x", ScalarType::F32, {1, 2, 4, 4}), Pool2dParams::square(1, 2)));
-    return b.build();
-  });
-  EXPECT_EQ(e.code, Error::NotSupported);
-  EXPECT_NE(std::strstr(e.message, "xnn_define_max_pooling_2d failed: xnn_status_invalid_parameter"), nullptr)
-      << e.message;
+// Without a portable fallback the refusal is a load error naming the reason.
+TEST(XnnpackRefusalTest, RefusedGraphWithoutFallbackIsALoadError) {
+  const exporter::ExportResult xnn = testing::export_program(
+      [] {
+        GraphBuilder b(19);
+        b.symbol("batch", 1, 4);
+        ValueId x = b.input("x", ScalarType::F32, {DimSpec::sym("batch"), 2, 5, 5});
+        b.output("y", b.relu(x));
+        return b.build();
+      }(),
+      {"xnnpack", "portable"});
+  auto rt = make_runtime();
+  LoadOptions options;
+  options.fallback = Fallback::Fail;
+  LoadedMethod lm(xnn.program.bytes, rt->context, options);
+  ASSERT_FALSE(lm.ok());
+  EXPECT_EQ(lm.ctx().code, Error::BackendUnavailable);
+  EXPECT_NE(std::strstr(lm.ctx().message, "symbolic dim 0"), nullptr) << lm.ctx().message;
+}
+
+// A failed XNNPACK call becomes a Status naming the call, where, and the xnn_status.
+TEST(XnnpackErrorTest, XnnpackFailuresNameTheStatus) {
+  ErrorContext e;
+  Status s = backends::xnnpack::xnn_failure(&e, xnn_status_invalid_parameter, "xnn_define_max_pooling_2d",
+                                            "instruction 0 (max_pool2d)");
+  EXPECT_EQ(s.code(), Error::NotSupported);
+  EXPECT_STREQ(e.message,
+               "xnnpack: instruction 0 (max_pool2d): xnn_define_max_pooling_2d failed: xnn_status_invalid_parameter");
+  e = ErrorContext();
+  s = backends::xnnpack::xnn_failure(&e, xnn_status_out_of_memory, "xnn_create_runtime_v2", "init");
+  EXPECT_EQ(s.code(), Error::OutOfMemory);
+  e = ErrorContext();
+  s = backends::xnnpack::xnn_failure(&e, xnn_status_uninitialized, "xnn_setup_runtime", "init");
+  EXPECT_EQ(s.code(), Error::BackendFailed);
+  EXPECT_NE(std::strstr(e.message, "xnn_status_uninitialized"), nullptr) << e.message;
 }
 
 // Calls the backend directly with the cnn example's delegate graph: an unknown compile spec, and an
