@@ -15,7 +15,8 @@ class DelegateHandle {
  public:
   DeviceAllocator* allocator = nullptr;  // where the host memory came from (RuntimeContext's, or null)
   xnn_runtime_t runtime = nullptr;
-  pthreadpool_t pool = nullptr;          // one per handle for now (README: "Threads")
+  pthreadpool_t pool = nullptr;          // what XNNPACK runs on: the app's (shared) or own_pool
+  pthreadpool_t own_pool = nullptr;      // created here when the app's pool is not a PthreadPool
   uint8_t* block = nullptr;              // staging slots, then packed weights
   uint64_t block_bytes = 0;
   backends::xnnpack::Translation t;      // the I/O slots and the sizes the plan found
@@ -189,7 +190,7 @@ class XnnpackBackend final : public Backend {
   void destroy(DelegateHandle* h) const noexcept override {
     if (h == nullptr) return;
     if (h->runtime != nullptr) xnn_delete_runtime(h->runtime);
-    if (h->pool != nullptr) pthreadpool_destroy(h->pool);
+    if (h->own_pool != nullptr) pthreadpool_destroy(h->own_pool);
     DeviceAllocator* allocator = h->allocator;
     if (h->block != nullptr) {
       free_host_memory(allocator, host_request(h->block_bytes, AllocationRequest::Purpose::Constants), h->block);
@@ -219,10 +220,18 @@ class XnnpackBackend final : public Backend {
                           static_cast<unsigned long long>(h.block_bytes));
       }
     }
-    const size_t threads = ctx.runtime->pool != nullptr ? ctx.runtime->pool->thread_count() : 1;
-    if (threads > 1) {
-      h.pool = pthreadpool_create(threads);
-      if (h.pool == nullptr) return EMBER_FAIL(ctx.error, Error::OutOfMemory, "xnnpack: pthreadpool of %zu threads", threads);
+    // The app's pool when it is a PthreadPool (make_builtin_thread_pool()): XNNPACK and the cpu
+    // kernels then share its threads. Another pool of N threads: a pthreadpool of N of our own.
+    ThreadPool* app_pool = ctx.runtime->pool;
+    const size_t threads = app_pool != nullptr ? app_pool->thread_count() : 1;
+    if (app_pool != nullptr && app_pool->native_handle() != nullptr) {
+      h.pool = static_cast<pthreadpool_t>(app_pool->native_handle());
+    } else if (threads > 1) {
+      h.own_pool = pthreadpool_create(threads);
+      if (h.own_pool == nullptr) {
+        return EMBER_FAIL(ctx.error, Error::OutOfMemory, "xnnpack: pthreadpool of %zu threads", threads);
+      }
+      h.pool = h.own_pool;
     }
     xnn_subgraph_t subgraph = nullptr;
     xnn_status s = xnn_create_subgraph(graph.input_count() + graph.output_count(), 0, &subgraph);

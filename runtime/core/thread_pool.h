@@ -15,6 +15,10 @@ class ThreadPool {
   virtual void parallel_for(size_t count, TaskFn fn, void* arg) = 0;
   // Threads that run tasks, the caller included (>= 1).
   virtual size_t thread_count() const = 0;
+  // A pool built on a native thread-pool library returns its handle (backends/xnnpack's
+  // PthreadPool: its pthreadpool_t), so a backend that takes one (XNNPACK) runs on the same threads
+  // instead of starting its own; null: none.
+  virtual void* native_handle() const { return nullptr; }
 };
 
 // Runs fn(arg, i) for i in [0, count) on `pool`, or inline when pool is null.

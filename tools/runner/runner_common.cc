@@ -29,7 +29,7 @@ std::unique_ptr<Session> open_program(const std::string& path, const Options& o)
   if (!register_builtin(s->kernels).is_ok()) fail("kernel registration failed");
   if (!register_builtin_backends(s->backends).is_ok()) fail("backend registration failed");
   if (o.threads < 1 || o.threads > 64) fail("--threads must be in 1..64, got " + std::to_string(o.threads));
-  s->pool = std::make_unique<FixedThreadPool>(static_cast<size_t>(o.threads));
+  s->pool = make_builtin_thread_pool(static_cast<size_t>(o.threads));
 
   LoadOptions options;
   if (o.verification == "full") options.verification = Verification::Full;

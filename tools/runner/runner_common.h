@@ -61,7 +61,7 @@ struct AlignedBuffer {
 struct Session {
   KernelRegistry kernels;
   BackendRegistry backends;
-  std::unique_ptr<FixedThreadPool> pool;
+  std::unique_ptr<ThreadPool> pool;  // make_builtin_thread_pool(): shared with XNNPACK when built
   std::vector<std::string> backend_names;
   std::vector<const char*> backend_list;
   std::unique_ptr<DataLoader> loader;
