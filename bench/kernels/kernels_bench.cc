@@ -1,11 +1,16 @@
 // kernels/cpu vs kernels/reference: add, linear, matmul and CNN conv2d layers.
 // Run: ember_bench_kernels [--benchmark_filter=...]. Counters: FLOP/s over wall time (1 FLOP per add, 2 per
 // multiply-add). Args: problem sizes, then the thread count (cpu kernels only; 1 = no pool).
+// EMBER_BENCH_HWY=avx2 runs the cpu kernels' AVX2 code on a machine with AVX-512
+// (hwy::SetSupportedTargetsForTest, as the twin tests do).
 #include <cstdint>
+#include <cstdlib>
+#include <cstring>
 #include <random>
 #include <vector>
 
 #include "benchmark/benchmark.h"
+#include "hwy/targets.h"
 #include "kernels/cpu/ops.h"
 #include "kernels/reference/ops.h"
 #include "runtime/core/thread_pool.h"
@@ -29,13 +34,21 @@ struct Buffer {
   }
 };
 
+// EMBER_BENCH_HWY=avx2: before any benchmark runs.
+const bool kTargetForced = [] {
+  const char* target = std::getenv("EMBER_BENCH_HWY");
+  if (target == nullptr || std::strcmp(target, "avx2") != 0) return false;
+  hwy::SetSupportedTargetsForTest(HWY_AVX2);
+  return true;
+}();
+
 ThreadPool* pool_for(int64_t threads) {
   static FixedThreadPool pool2(2);
   return threads >= 2 ? &pool2 : nullptr;
 }
 
 void run_op(benchmark::State& state, OpCode op, KernelFn fn, const OpAttrs& attrs,
-            std::vector<TensorView> inputs, double flops, int64_t threads) {
+            std::vector<TensorView> inputs, double flops, int64_t threads, ScratchFn scratch_fn = nullptr) {
   TensorView out;
   ErrorContext err;
   if (!find_op_info(op)->shape(attrs, inputs.data(), inputs.size(), &out, 1,
@@ -47,6 +60,10 @@ void run_op(benchmark::State& state, OpCode op, KernelFn fn, const OpAttrs& attr
   out.data = out_data.data();
   KernelContext ctx;
   ctx.pool = pool_for(threads);
+  // As the runtime sizes it: the kernel's ScratchFn for this thread count.
+  std::vector<uint8_t> scratch(
+      scratch_fn != nullptr ? scratch_fn(attrs, inputs.data(), inputs.size(), &out, 1, size_t(threads)) : 0);
+  ctx.scratch = Span<uint8_t>(scratch.data(), scratch.size());
   for (auto _ : state) {
     fn(ctx, attrs, inputs.data(), inputs.size(), &out, 1);
     benchmark::DoNotOptimize(out_data.data());
@@ -96,7 +113,8 @@ void BM_Conv(benchmark::State& state) {
   for (int i = 0; i < 4; ++i) attrs.padding[i] = int32_t(k / 2);
   const int64_t oh = (h + 2 * (k / 2) - k) / stride + 1;
   run_op(state, OpCode::Conv2d, kCpu ? kernels::cpu::conv2d : kernels::reference::conv2d, attrs,
-         {x.view, w.view, bias.view}, 2.0 * o * oh * oh * (c / groups) * k * k, kCpu ? state.range(6) : 1);
+         {x.view, w.view, bias.view}, 2.0 * o * oh * oh * (c / groups) * k * k, kCpu ? state.range(6) : 1,
+         kCpu ? kernels::cpu::conv2d_scratch : nullptr);
 }
 
 BENCHMARK_TEMPLATE(BM_Add, true)->ArgNames({"n", "threads"})->Args({1 << 20, 1})->Args({1 << 20, 2})->UseRealTime();
