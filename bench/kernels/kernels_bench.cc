@@ -1,11 +1,11 @@
 // kernels/cpu vs kernels/reference: add, linear, matmul and CNN conv2d layers.
 // Run: ember_bench_kernels [--benchmark_filter=...]. Counters: FLOP/s over wall time (1 FLOP per add, 2 per
 // multiply-add). Args: problem sizes, then the thread count (cpu kernels only; 1 = no pool).
-// EMBER_BENCH_HWY=avx2 runs the cpu kernels' AVX2 code on a machine with AVX-512
-// (hwy::SetSupportedTargetsForTest, as the twin tests do).
+// EMBER_CPU_TARGET=AVX2 runs the cpu kernels' AVX2 code on a machine with AVX-512
+// (hwy::SetSupportedTargetsForTest, as the twin tests do); the name of runner's --cpu-target.
 #include <cstdint>
 #include <cstdlib>
-#include <cstring>
+#include <strings.h>
 #include <random>
 #include <vector>
 
@@ -34,10 +34,10 @@ struct Buffer {
   }
 };
 
-// EMBER_BENCH_HWY=avx2: before any benchmark runs.
+// EMBER_CPU_TARGET=AVX2: before any benchmark runs.
 const bool kTargetForced = [] {
-  const char* target = std::getenv("EMBER_BENCH_HWY");
-  if (target == nullptr || std::strcmp(target, "avx2") != 0) return false;
+  const char* target = std::getenv("EMBER_CPU_TARGET");
+  if (target == nullptr || strcasecmp(target, "AVX2") != 0) return false;
   hwy::SetSupportedTargetsForTest(HWY_AVX2);
   return true;
 }();

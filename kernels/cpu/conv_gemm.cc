@@ -62,7 +62,7 @@ constexpr int kConvMr = 6;
 // C[kRows x ncols] (+)= A[kRows x kc] * Bp[kc x kNv vectors]; ncols <= kNv * Lanes. `first`: start
 // from 0, else from C; `bias` (rows' biases) only on the last reduction block.
 template <int kRows, int kNv>
-HWY_INLINE void ConvMicro(const float* HWY_RESTRICT a, int64_t lda, const float* HWY_RESTRICT bp,
+HWY_NOINLINE void ConvMicro(const float* HWY_RESTRICT a, int64_t lda, const float* HWY_RESTRICT bp,
                           int64_t kc, int64_t nr, float* HWY_RESTRICT c, int64_t ldc, size_t ncols,
                           bool first, const float* bias) {
   const hn::ScalableTag<float> d;
@@ -363,11 +363,17 @@ bool conv2d_packed(KernelContext& ctx, const ConvPlan& p) {
     // chunk repacks B, so chunks stay >= 32 rows.
     const int64_t base_units = p.n * p.groups * run.col_blocks;
     int64_t chunks = 1;
-    if (threads > 1 && base_units < 4 * int64_t(threads)) {
-      chunks = (4 * int64_t(threads) + base_units - 1) / base_units;
+    const int64_t t = int64_t(threads);
+    if (t > 1 && base_units < 4 * t && base_units % t != 0) {
+      int64_t a = base_units, b = t;  // chunks = t / gcd: units a multiple of t, each B packed once per thread
+      while (b != 0) {
+        const int64_t r = a % b;
+        a = b;
+        b = r;
+      }
+      chunks = t / a;
       const int64_t max_chunks = (p.opg + 31) / 32;
       if (chunks > max_chunks) chunks = max_chunks;
-      if (chunks < 1) chunks = 1;
     }
     run.m_chunk = conv_round_up((p.opg + chunks - 1) / chunks, 8);
     run.m_chunks = (p.opg + run.m_chunk - 1) / run.m_chunk;
