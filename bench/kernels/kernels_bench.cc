@@ -99,8 +99,11 @@ void BM_MatMul(benchmark::State& state) {
 }
 
 // conv2d [1, C, H, H] -> [1, O, H / stride, H / stride]: k x k kernel, padding k / 2, bias.
-// Args: c, h, o, k, stride, groups (then threads for the cpu kernel).
-template <bool kCpu>
+// Args: c, h, o, k, stride, groups (then threads for the cpu kernel). kKind: the cpu kernel as the
+// runtime runs it (ctx.scratch of conv2d_scratch bytes: packed GEMM / depthwise), the cpu kernel
+// without scratch (its direct path, the kernel before the packed paths), or the reference.
+enum ConvKind { kConvPacked, kConvDirect, kConvReference };
+template <ConvKind kKind>
 void BM_Conv(benchmark::State& state) {
   const int64_t c = state.range(0), h = state.range(1), o = state.range(2), k = state.range(3);
   const int64_t stride = state.range(4), groups = state.range(5);
@@ -112,9 +115,9 @@ void BM_Conv(benchmark::State& state) {
   attrs.groups = int32_t(groups);
   for (int i = 0; i < 4; ++i) attrs.padding[i] = int32_t(k / 2);
   const int64_t oh = (h + 2 * (k / 2) - k) / stride + 1;
-  run_op(state, OpCode::Conv2d, kCpu ? kernels::cpu::conv2d : kernels::reference::conv2d, attrs,
-         {x.view, w.view, bias.view}, 2.0 * o * oh * oh * (c / groups) * k * k, kCpu ? state.range(6) : 1,
-         kCpu ? kernels::cpu::conv2d_scratch : nullptr);
+  run_op(state, OpCode::Conv2d, kKind == kConvReference ? kernels::reference::conv2d : kernels::cpu::conv2d, attrs,
+         {x.view, w.view, bias.view}, 2.0 * o * oh * oh * (c / groups) * k * k,
+         kKind == kConvReference ? 1 : state.range(6), kKind == kConvPacked ? kernels::cpu::conv2d_scratch : nullptr);
 }
 
 BENCHMARK_TEMPLATE(BM_Add, true)->ArgNames({"n", "threads"})->Args({1 << 20, 1})->Args({1 << 20, 2})->UseRealTime();
@@ -130,15 +133,21 @@ BENCHMARK_TEMPLATE(BM_MatMul, false)->ArgNames({"m", "k", "n"})
     ->Args({64, 1024, 1024})->Unit(benchmark::kMillisecond)->UseRealTime();
 // ResNet-18 3x3 at 56x56 and at 7x7, MobileNetV2 pointwise 96->576, depthwise 3x3 at 56x56 and
 // 7x7 (MobileNetV3's 960), the ResNet 7x7/2 stem.
-BENCHMARK_TEMPLATE(BM_Conv, true)->ArgNames({"c", "h", "o", "k", "s", "g", "threads"})
-    ->ArgsProduct({{64}, {56}, {64}, {3}, {1}, {1}, {1, 2}})
-    ->ArgsProduct({{512}, {7}, {512}, {3}, {1}, {1}, {1, 2}})
-    ->ArgsProduct({{96}, {14}, {576}, {1}, {1}, {1}, {1, 2}})
-    ->ArgsProduct({{144}, {56}, {144}, {3}, {1}, {144}, {1, 2}})
-    ->ArgsProduct({{960}, {7}, {960}, {3}, {1}, {960}, {1, 2}})
-    ->ArgsProduct({{3}, {224}, {64}, {7}, {2}, {1}, {1, 2}})
-    ->Unit(benchmark::kMillisecond)->UseRealTime();
-BENCHMARK_TEMPLATE(BM_Conv, false)->ArgNames({"c", "h", "o", "k", "s", "g"})->Args({64, 56, 64, 3, 1, 1})
+#define EMBER_CONV_CASES(kind)                                                 \
+  BENCHMARK_TEMPLATE(BM_Conv, kind)                                            \
+      ->ArgNames({"c", "h", "o", "k", "s", "g", "threads"})                    \
+      ->ArgsProduct({{64}, {56}, {64}, {3}, {1}, {1}, {1, 2}})                 \
+      ->ArgsProduct({{512}, {7}, {512}, {3}, {1}, {1}, {1, 2}})                \
+      ->ArgsProduct({{96}, {14}, {576}, {1}, {1}, {1}, {1, 2}})                \
+      ->ArgsProduct({{144}, {56}, {144}, {3}, {1}, {144}, {1, 2}})             \
+      ->ArgsProduct({{960}, {7}, {960}, {3}, {1}, {960}, {1, 2}})              \
+      ->ArgsProduct({{3}, {224}, {64}, {7}, {2}, {1}, {1, 2}})                 \
+      ->Unit(benchmark::kMillisecond)                                          \
+      ->UseRealTime()
+EMBER_CONV_CASES(kConvPacked);
+EMBER_CONV_CASES(kConvDirect);
+#undef EMBER_CONV_CASES
+BENCHMARK_TEMPLATE(BM_Conv, kConvReference)->ArgNames({"c", "h", "o", "k", "s", "g"})->Args({64, 56, 64, 3, 1, 1})
     ->Unit(benchmark::kMillisecond)->UseRealTime();
 
 }  // namespace

@@ -4,10 +4,10 @@
 // GEMM, per image and group: out[oc, q] = sum_k w[oc, k] * B[k, q], k = (ic, kh, kw) in order and
 // q = oh * OW + ow; B is the im2col matrix (zeros at padded taps). A task unit is a block of up to
 // kConvNc output positions x a chunk of output channels; B is packed per unit, kConvKc rows at a
-// time, into panels of 2 vectors of positions (zero-filled past the block's end). The micro-kernel
-// keeps kMr rows x 2 vectors of C in registers (kMr = 8 on AVX-512, 32 registers; 6 elsewhere),
-// broadcasting kMr weights in place (rows of w are contiguous along k) against 2 loads of the panel
-// per k. Between reduction blocks C is stored and reloaded, which is exact, so every output element
+// time, as rows of the block's positions (zero-filled to whole panels of 2 vectors; rows ld apart).
+// The micro-kernel keeps kMr rows x 2 vectors of C in registers (kMr = 8 on AVX-512, 32 registers;
+// 6 elsewhere), broadcasting kMr weights in place (rows of w are contiguous along k) against 2
+// loads of one panel's row per k; it is out of line (inlined, GCC spilled AVX2's accumulators). Between reduction blocks C is stored and reloaded, which is exact, so every output element
 // is one FMA chain over k = 0..K-1 from 0, then + bias, whatever tile, block or thread computes it.
 //
 // Depthwise (groups == C == O, stride 1): the input plane is copied into a zero-padded Hp x Wp plane,
@@ -63,7 +63,7 @@ constexpr int kConvMr = 6;
 // from 0, else from C; `bias` (rows' biases) only on the last reduction block.
 template <int kRows, int kNv>
 HWY_NOINLINE void ConvMicro(const float* HWY_RESTRICT a, int64_t lda, const float* HWY_RESTRICT bp,
-                          int64_t kc, int64_t nr, float* HWY_RESTRICT c, int64_t ldc, size_t ncols,
+                          int64_t kc, int64_t ldb, float* HWY_RESTRICT c, int64_t ldc, size_t ncols,
                           bool first, const float* bias) {
   const hn::ScalableTag<float> d;
   using V = hn::Vec<decltype(d)>;
@@ -83,7 +83,7 @@ HWY_NOINLINE void ConvMicro(const float* HWY_RESTRICT a, int64_t lda, const floa
   }
   for (int64_t k = 0; k < kc; ++k) {
     V b[kNv];
-    for (int v = 0; v < kNv; ++v) b[v] = hn::LoadU(d, bp + k * nr + v * lanes);
+    for (int v = 0; v < kNv; ++v) b[v] = hn::LoadU(d, bp + k * ldb + v * lanes);
     for (int r = 0; r < kRows; ++r) {
       const V av = hn::Set(d, a[r * lda + k]);
       for (int v = 0; v < kNv; ++v) acc[r][v] = hn::MulAdd(av, b[v], acc[r][v]);
@@ -105,13 +105,13 @@ HWY_NOINLINE void ConvMicro(const float* HWY_RESTRICT a, int64_t lda, const floa
 }
 
 template <int kNv>
-HWY_INLINE void ConvRows(int rows, const float* a, int64_t lda, const float* bp, int64_t kc, int64_t nr,
+HWY_INLINE void ConvRows(int rows, const float* a, int64_t lda, const float* bp, int64_t kc, int64_t ldb,
                          float* c, int64_t ldc, size_t ncols, bool first, const float* bias) {
   switch (rows) {
 #define EMBER_CONV_ROWS_CASE(R)                                                   \
   case R:                                                                         \
     if constexpr (R <= kConvMr) {                                                 \
-      ConvMicro<R, kNv>(a, lda, bp, kc, nr, c, ldc, ncols, first, bias);          \
+      ConvMicro<R, kNv>(a, lda, bp, kc, ldb, c, ldc, ncols, first, bias);         \
     }                                                                             \
     break;
     EMBER_CONV_ROWS_CASE(1)
@@ -208,21 +208,18 @@ void ConvGemmUnit(const ConvRun& run, size_t u, float* HWY_RESTRICT buf) {
   float* out_rows = p.out + (n * p.o + oc0) * positions + q0;
   const float* bias_rows = p.bias != nullptr ? p.bias + oc0 : nullptr;
   const int64_t kc_max = kdim < cpu_detail::kConvKc ? kdim : cpu_detail::kConvKc;
-  float* line = buf + kc_max * panels * nr;
-  for (int64_t t = cols; t < panels * nr; ++t) line[t] = 0.0f;  // past the block: zero columns
+  // B rows are ld apart: the panels' columns plus kConvLdPad, so the rows of one panel spread over
+  // the L1 sets (a 1 KiB stride would put a 256-row panel in a few sets).
+  const int64_t ld = panels * nr + cpu_detail::kConvLdPad;
+  for (int64_t kk = 0; kk < kc_max; ++kk) {
+    for (int64_t t = cols; t < panels * nr; ++t) buf[kk * ld + t] = 0.0f;  // past the block: zeros
+  }
   for (int64_t k0 = 0; k0 < kdim; k0 += cpu_detail::kConvKc) {
     const int64_t kc = kdim - k0 < cpu_detail::kConvKc ? kdim - k0 : cpu_detail::kConvKc;
-    for (int64_t kk = 0; kk < kc; ++kk) {
-      Im2colLine(p, in_g, k0 + kk, q0, cols, line);
-      for (int64_t j = 0; j < panels; ++j) {
-        float* dst = buf + j * kc * nr + kk * nr;
-        hn::StoreU(hn::LoadU(d, line + j * nr), d, dst);
-        hn::StoreU(hn::LoadU(d, line + j * nr + lanes), d, dst + lanes);
-      }
-    }
+    for (int64_t kk = 0; kk < kc; ++kk) Im2colLine(p, in_g, k0 + kk, q0, cols, buf + kk * ld);
     const bool first = k0 == 0, last = k0 + kc == kdim;
     for (int64_t j = 0; j < panels; ++j) {
-      const float* bp = buf + j * kc * nr;
+      const float* bp = buf + j * nr;
       const int64_t ncols = cols - j * nr < nr ? cols - j * nr : nr;
       float* c = out_rows + j * nr;
       const int64_t rows = m1 - m0;
@@ -230,10 +227,10 @@ void ConvGemmUnit(const ConvRun& run, size_t u, float* HWY_RESTRICT buf) {
         const int take = static_cast<int>(rows - r < kConvMr ? rows - r : kConvMr);
         const float* bias = last && bias_rows != nullptr ? bias_rows + r : nullptr;
         if (ncols > lanes) {
-          ConvRows<2>(take, w_rows + r * kdim + k0, kdim, bp, kc, nr, c + r * positions, positions,
+          ConvRows<2>(take, w_rows + r * kdim + k0, kdim, bp, kc, ld, c + r * positions, positions,
                       size_t(ncols), first, bias);
         } else {
-          ConvRows<1>(take, w_rows + r * kdim + k0, kdim, bp, kc, nr, c + r * positions, positions,
+          ConvRows<1>(take, w_rows + r * kdim + k0, kdim, bp, kc, ld, c + r * positions, positions,
                       size_t(ncols), first, bias);
         }
       }

@@ -14,10 +14,11 @@ constexpr int64_t kConvOcBlock = 4;  // direct path: output channels per micro-t
 
 // Packed GEMM blocking, the same on every target so the scratch size is a function of the shapes
 // alone: a block of kConvKc reduction rows x kConvNc output positions of B (im2col) is packed per
-// task, in panels of 2 vectors (at most kConvMaxNr columns: AVX-512).
+// task, its columns rounded up to whole panels of 2 vectors (at most kConvMaxNr columns: AVX-512).
 constexpr int64_t kConvKc = 256;
 constexpr int64_t kConvNc = 256;
 constexpr int64_t kConvMaxNr = 32;
+constexpr int64_t kConvLdPad = 16;  // floats after each packed row of B
 constexpr size_t kConvAlign = 64;
 
 enum class ConvPath { Direct, Gemm, Depthwise };
@@ -88,7 +89,7 @@ inline size_t conv_slot_bytes(const ConvPlan& p) {
     const int64_t k = p.cpg * p.kh * p.kw, positions = p.oh * p.ow;
     const int64_t kc = k < kConvKc ? k : kConvKc;
     const int64_t cols = positions < kConvNc ? conv_round_up(positions, kConvMaxNr) : kConvNc;
-    floats = kc * cols + cols;  // the packed block, then one im2col line
+    floats = kc * (cols + kConvLdPad);  // the packed block: kc rows of the block's columns
   } else if (p.path == ConvPath::Depthwise) {
     floats = conv_dw_plane_floats(p) + conv_dw_outq_floats(p);
   }
