@@ -127,42 +127,54 @@ HWY_INLINE void ConvRows(int rows, const float* a, int64_t lda, const float* bp,
   }
 }
 
-// Row k of im2col over output positions [q0, q0 + cols) of image n, group g, into line.
-HWY_INLINE void Im2colLine(const ConvPlan& p, const float* in_g, int64_t k, int64_t q0, int64_t cols,
-                           float* HWY_RESTRICT line) {
-  const int64_t taps = p.kh * p.kw;
-  const int64_t ic = k / taps, i = (k % taps) / p.kw, j = k % p.kw;
-  const float* in_c = in_g + ic * p.h * p.w_in;
-  int64_t q = q0;
-  const int64_t q_end = q0 + cols;
-  while (q < q_end) {
-    const int64_t oh = q / p.ow, ow0 = q % p.ow;
-    const int64_t len = (p.ow - ow0) < (q_end - q) ? (p.ow - ow0) : (q_end - q);
-    float* dst = line + (q - q0);
-    const int64_t ih = oh * p.sh - p.pt + i * p.dh;
+// The output rows a block of positions crosses: run r covers block columns [start, start + len)
+// of output row oh from column ow0. Made once per unit (no divisions per im2col row).
+struct Im2colRun {
+  int32_t start, len, oh, ow0;
+};
+
+HWY_INLINE int64_t Im2colRuns(const ConvPlan& p, int64_t q0, int64_t cols, Im2colRun* runs) {
+  int64_t count = 0, oh = q0 / p.ow, ow0 = q0 % p.ow;
+  for (int64_t start = 0; start < cols;) {
+    const int64_t len = p.ow - ow0 < cols - start ? p.ow - ow0 : cols - start;
+    runs[count++] = Im2colRun{int32_t(start), int32_t(len), int32_t(oh), int32_t(ow0)};
+    start += len;
+    ++oh;
+    ow0 = 0;
+  }
+  return count;
+}
+
+// Row (ic, i, j) of im2col over the block's positions (runs), into line.
+HWY_INLINE void Im2colLine(const ConvPlan& p, const float* in_c, int64_t i, int64_t j, const Im2colRun* runs,
+                           int64_t run_count, float* HWY_RESTRICT line) {
+  const int64_t off = j * p.dw - p.pl;  // iw = ow * sw + off
+  for (int64_t r = 0; r < run_count; ++r) {
+    const Im2colRun& run = runs[r];
+    const int64_t ow0 = run.ow0, len = run.len;
+    float* dst = line + run.start;
+    const int64_t ih = run.oh * p.sh - p.pt + i * p.dh;
     if (ih < 0 || ih >= p.h) {
       for (int64_t t = 0; t < len; ++t) dst[t] = 0.0f;
+      continue;
+    }
+    const float* row = in_c + ih * p.w_in;
+    if (p.sw == 1) {
+      // Valid ow: 0 <= ow + off < W, clamped to the run.
+      int64_t lo = -off, hi = p.w_in - off;
+      if (lo < ow0) lo = ow0;
+      if (lo > ow0 + len) lo = ow0 + len;
+      if (hi > ow0 + len) hi = ow0 + len;
+      if (hi < lo) hi = lo;
+      for (int64_t t = ow0; t < lo; ++t) dst[t - ow0] = 0.0f;
+      if (hi > lo) std::memcpy(dst + (lo - ow0), row + lo + off, size_t(hi - lo) * sizeof(float));
+      for (int64_t t = hi; t < ow0 + len; ++t) dst[t - ow0] = 0.0f;
     } else {
-      const float* row = in_c + ih * p.w_in;
-      const int64_t off = j * p.dw - p.pl;  // iw = ow * sw + off
-      if (p.sw == 1) {
-        // Valid ow: 0 <= ow + off < W.
-        int64_t lo = -off, hi = p.w_in - off;
-        if (lo < ow0) lo = ow0;
-        if (hi > ow0 + len) hi = ow0 + len;
-        if (hi < lo) hi = lo;
-        if (lo > ow0 + len) lo = hi = ow0 + len;
-        for (int64_t t = ow0; t < lo; ++t) dst[t - ow0] = 0.0f;
-        if (hi > lo) std::memcpy(dst + (lo - ow0), row + lo + off, size_t(hi - lo) * sizeof(float));
-        for (int64_t t = hi; t < ow0 + len; ++t) dst[t - ow0] = 0.0f;
-      } else {
-        for (int64_t t = 0; t < len; ++t) {
-          const int64_t iw = (ow0 + t) * p.sw + off;
-          dst[t] = iw >= 0 && iw < p.w_in ? row[iw] : 0.0f;
-        }
+      for (int64_t t = 0; t < len; ++t) {
+        const int64_t iw = (ow0 + t) * p.sw + off;
+        dst[t] = iw >= 0 && iw < p.w_in ? row[iw] : 0.0f;
       }
     }
-    q += len;
   }
 }
 
@@ -214,9 +226,19 @@ void ConvGemmUnit(const ConvRun& run, size_t u, float* HWY_RESTRICT buf) {
   for (int64_t kk = 0; kk < kc_max; ++kk) {
     for (int64_t t = cols; t < panels * nr; ++t) buf[kk * ld + t] = 0.0f;  // past the block: zeros
   }
+  Im2colRun runs[cpu_detail::kConvNc];
+  const int64_t run_count = Im2colRuns(p, q0, cols, runs);
   for (int64_t k0 = 0; k0 < kdim; k0 += cpu_detail::kConvKc) {
     const int64_t kc = kdim - k0 < cpu_detail::kConvKc ? kdim - k0 : cpu_detail::kConvKc;
-    for (int64_t kk = 0; kk < kc; ++kk) Im2colLine(p, in_g, k0 + kk, q0, cols, buf + kk * ld);
+    const int64_t taps = p.kh * p.kw;
+    int64_t ic = k0 / taps, i = (k0 % taps) / p.kw, j = k0 % p.kw;
+    for (int64_t kk = 0; kk < kc; ++kk) {
+      Im2colLine(p, in_g + ic * p.h * p.w_in, i, j, runs, run_count, buf + kk * ld);
+      if (++j == p.kw) {
+        j = 0;
+        if (++i == p.kh) i = 0, ++ic;
+      }
+    }
     const bool first = k0 == 0, last = k0 + kc == kdim;
     for (int64_t j = 0; j < panels; ++j) {
       const float* bp = buf + j * nr;
