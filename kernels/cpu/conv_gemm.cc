@@ -53,6 +53,10 @@ namespace hn = hwy::HWY_NAMESPACE;
 using cpu_detail::ConvPlan;
 using cpu_detail::ConvRun;
 
+// At most 16 lanes (AVX-512's), whatever the target (SVE may have more): a GEMM panel (2 vectors) is
+// at most kConvMaxNr columns, and the depthwise slack covers 4 vectors.
+using ConvTag = hn::CappedTag<float, 16>;
+
 #if HWY_TARGET <= HWY_AVX3
 constexpr int kConvMr = 8;
 #else
@@ -65,7 +69,7 @@ template <int kRows, int kNv>
 HWY_NOINLINE void ConvMicro(const float* HWY_RESTRICT a, int64_t lda, const float* HWY_RESTRICT bp,
                           int64_t kc, int64_t ldb, float* HWY_RESTRICT c, int64_t ldc, size_t ncols,
                           bool first, const float* bias) {
-  const hn::ScalableTag<float> d;
+  const ConvTag d;
   using V = hn::Vec<decltype(d)>;
   const size_t lanes = hn::Lanes(d);
   V acc[kRows][kNv];
@@ -180,7 +184,7 @@ HWY_INLINE void Im2colLine(const ConvPlan& p, const float* in_c, int64_t i, int6
 
 // Recomputes the NaN outputs of rows [m0, m1) x positions [q0, q1) of image n (see the top).
 HWY_INLINE void FixNaN(const ConvPlan& p, int64_t n, int64_t oc0, int64_t rows, int64_t q0, int64_t q1) {
-  const hn::ScalableTag<float> d;
+  const ConvTag d;
   const int64_t lanes = static_cast<int64_t>(hn::Lanes(d));
   const int64_t plane = p.oh * p.ow;
   for (int64_t r = 0; r < rows; ++r) {
@@ -198,7 +202,7 @@ HWY_INLINE void FixNaN(const ConvPlan& p, int64_t n, int64_t oc0, int64_t rows, 
 
 void ConvGemmUnit(const ConvRun& run, size_t u, float* HWY_RESTRICT buf) {
   const ConvPlan& p = run.p;
-  const hn::ScalableTag<float> d;
+  const ConvTag d;
   const int64_t lanes = static_cast<int64_t>(hn::Lanes(d));
   const int64_t nr = 2 * lanes;
   const int64_t kdim = p.cpg * p.kh * p.kw, positions = p.oh * p.ow;
@@ -265,7 +269,7 @@ void ConvGemmUnit(const ConvRun& run, size_t u, float* HWY_RESTRICT buf) {
 template <int kKh, int kKw>
 HWY_INLINE void DepthwiseRows(const ConvPlan& p, const float* HWY_RESTRICT plane, int64_t wp,
                               const float* HWY_RESTRICT wc, int64_t count, float* HWY_RESTRICT outq) {
-  const hn::ScalableTag<float> d;
+  const ConvTag d;
   using V = hn::Vec<decltype(d)>;
   const int64_t lanes = static_cast<int64_t>(hn::Lanes(d));
   const int64_t kh = kKh != 0 ? kKh : p.kh, kw = kKw != 0 ? kKw : p.kw;
@@ -333,8 +337,6 @@ void ConvDepthwiseUnit(const ConvRun& run, size_t u, float* HWY_RESTRICT buf) {
 }
 
 void ConvPackedTask(const ConvRun& run, size_t t) {
-  static_assert(2 * hn::MaxLanes(hn::ScalableTag<float>()) <= cpu_detail::kConvMaxNr,
-                "a GEMM panel is at most kConvMaxNr columns");
   float* buf = reinterpret_cast<float*>(run.base + t * run.slot);
   const size_t begin = run.units * t / run.tasks, end = run.units * (t + 1) / run.tasks;
   for (size_t u = begin; u < end; ++u) {
