@@ -1,11 +1,16 @@
-// kernels/cpu vs kernels/reference: add, linear, matmul and a ResNet 3x3 conv2d.
+// kernels/cpu vs kernels/reference: add, linear, matmul and CNN conv2d layers.
 // Run: ember_bench_kernels [--benchmark_filter=...]. Counters: FLOP/s over wall time (1 FLOP per add, 2 per
 // multiply-add). Args: problem sizes, then the thread count (cpu kernels only; 1 = no pool).
+// EMBER_CPU_TARGET=AVX2 runs the cpu kernels' AVX2 code on a machine with AVX-512
+// (hwy::SetSupportedTargetsForTest, as the twin tests do); the name of runner's --cpu-target.
 #include <cstdint>
+#include <cstdlib>
+#include <strings.h>
 #include <random>
 #include <vector>
 
 #include "benchmark/benchmark.h"
+#include "hwy/targets.h"
 #include "kernels/cpu/ops.h"
 #include "kernels/reference/ops.h"
 #include "runtime/core/thread_pool.h"
@@ -29,13 +34,21 @@ struct Buffer {
   }
 };
 
+// EMBER_CPU_TARGET=AVX2: before any benchmark runs.
+const bool kTargetForced = [] {
+  const char* target = std::getenv("EMBER_CPU_TARGET");
+  if (target == nullptr || strcasecmp(target, "AVX2") != 0) return false;
+  hwy::SetSupportedTargetsForTest(HWY_AVX2);
+  return true;
+}();
+
 ThreadPool* pool_for(int64_t threads) {
   static FixedThreadPool pool2(2);
   return threads >= 2 ? &pool2 : nullptr;
 }
 
 void run_op(benchmark::State& state, OpCode op, KernelFn fn, const OpAttrs& attrs,
-            std::vector<TensorView> inputs, double flops, int64_t threads) {
+            std::vector<TensorView> inputs, double flops, int64_t threads, ScratchFn scratch_fn = nullptr) {
   TensorView out;
   ErrorContext err;
   if (!find_op_info(op)->shape(attrs, inputs.data(), inputs.size(), &out, 1,
@@ -47,6 +60,10 @@ void run_op(benchmark::State& state, OpCode op, KernelFn fn, const OpAttrs& attr
   out.data = out_data.data();
   KernelContext ctx;
   ctx.pool = pool_for(threads);
+  // As the runtime sizes it: the kernel's ScratchFn for this thread count.
+  std::vector<uint8_t> scratch(
+      scratch_fn != nullptr ? scratch_fn(attrs, inputs.data(), inputs.size(), &out, 1, size_t(threads)) : 0);
+  ctx.scratch = Span<uint8_t>(scratch.data(), scratch.size());
   for (auto _ : state) {
     fn(ctx, attrs, inputs.data(), inputs.size(), &out, 1);
     benchmark::DoNotOptimize(out_data.data());
@@ -81,17 +98,26 @@ void BM_MatMul(benchmark::State& state) {
          {a.view, b.view}, 2.0 * m * k * n, kCpu ? state.range(3) : 1);
 }
 
-// ResNet-style 3x3, stride 1, pad 1 layer: [1, C, H, H] -> [1, C, H, H].
-template <bool kCpu>
-void BM_Conv3x3(benchmark::State& state) {
-  const int64_t c = state.range(0), h = state.range(1);
-  Buffer x({1, c, h, h}, 1), w({c, c, 3, 3}, 2), bias({c}, 3);
+// conv2d [1, C, H, H] -> [1, O, H / stride, H / stride]: k x k kernel, padding k / 2, bias.
+// Args: c, h, o, k, stride, groups (then threads for the cpu kernel). kKind: the cpu kernel as the
+// runtime runs it (ctx.scratch of conv2d_scratch bytes: packed GEMM / depthwise), the cpu kernel
+// without scratch (its direct path, the kernel before the packed paths), or the reference.
+enum ConvKind { kConvPacked, kConvDirect, kConvReference };
+template <ConvKind kKind>
+void BM_Conv(benchmark::State& state) {
+  const int64_t c = state.range(0), h = state.range(1), o = state.range(2), k = state.range(3);
+  const int64_t stride = state.range(4), groups = state.range(5);
+  Buffer x({1, c, h, h}, 1), w({o, c / groups, k, k}, 2), bias({o}, 3);
   OpAttrs attrs;
   attrs.kind = AttrKind::Conv2d;
-  attrs.kernel[0] = attrs.kernel[1] = 3;
-  for (int i = 0; i < 4; ++i) attrs.padding[i] = 1;
-  run_op(state, OpCode::Conv2d, kCpu ? kernels::cpu::conv2d : kernels::reference::conv2d, attrs,
-         {x.view, w.view, bias.view}, 2.0 * c * h * h * c * 9, kCpu ? state.range(2) : 1);
+  attrs.kernel[0] = attrs.kernel[1] = int32_t(k);
+  attrs.stride[0] = attrs.stride[1] = int32_t(stride);
+  attrs.groups = int32_t(groups);
+  for (int i = 0; i < 4; ++i) attrs.padding[i] = int32_t(k / 2);
+  const int64_t oh = (h + 2 * (k / 2) - k) / stride + 1;
+  run_op(state, OpCode::Conv2d, kKind == kConvReference ? kernels::reference::conv2d : kernels::cpu::conv2d, attrs,
+         {x.view, w.view, bias.view}, 2.0 * o * oh * oh * (c / groups) * k * k,
+         kKind == kConvReference ? 1 : state.range(6), kKind == kConvPacked ? kernels::cpu::conv2d_scratch : nullptr);
 }
 
 BENCHMARK_TEMPLATE(BM_Add, true)->ArgNames({"n", "threads"})->Args({1 << 20, 1})->Args({1 << 20, 2})->UseRealTime();
@@ -105,9 +131,23 @@ BENCHMARK_TEMPLATE(BM_MatMul, true)->ArgNames({"m", "k", "n", "threads"})
     ->Args({64, 1024, 1024, 1})->Args({64, 1024, 1024, 2})->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK_TEMPLATE(BM_MatMul, false)->ArgNames({"m", "k", "n"})
     ->Args({64, 1024, 1024})->Unit(benchmark::kMillisecond)->UseRealTime();
-BENCHMARK_TEMPLATE(BM_Conv3x3, true)->ArgNames({"c", "h", "threads"})
-    ->Args({64, 56, 1})->Args({64, 56, 2})->Unit(benchmark::kMillisecond)->UseRealTime();
-BENCHMARK_TEMPLATE(BM_Conv3x3, false)->ArgNames({"c", "h"})->Args({64, 56})
+// ResNet-18 3x3 at 56x56 and at 7x7, MobileNetV2 pointwise 96->576, depthwise 3x3 at 56x56 and
+// 7x7 (MobileNetV3's 960), the ResNet 7x7/2 stem.
+#define EMBER_CONV_CASES(kind)                                                 \
+  BENCHMARK_TEMPLATE(BM_Conv, kind)                                            \
+      ->ArgNames({"c", "h", "o", "k", "s", "g", "threads"})                    \
+      ->ArgsProduct({{64}, {56}, {64}, {3}, {1}, {1}, {1, 2}})                 \
+      ->ArgsProduct({{512}, {7}, {512}, {3}, {1}, {1}, {1, 2}})                \
+      ->ArgsProduct({{96}, {14}, {576}, {1}, {1}, {1}, {1, 2}})                \
+      ->ArgsProduct({{144}, {56}, {144}, {3}, {1}, {144}, {1, 2}})             \
+      ->ArgsProduct({{960}, {7}, {960}, {3}, {1}, {960}, {1, 2}})              \
+      ->ArgsProduct({{3}, {224}, {64}, {7}, {2}, {1}, {1, 2}})                 \
+      ->Unit(benchmark::kMillisecond)                                          \
+      ->UseRealTime()
+EMBER_CONV_CASES(kConvPacked);
+EMBER_CONV_CASES(kConvDirect);
+#undef EMBER_CONV_CASES
+BENCHMARK_TEMPLATE(BM_Conv, kConvReference)->ArgNames({"c", "h", "o", "k", "s", "g"})->Args({64, 56, 64, 3, 1, 1})
     ->Unit(benchmark::kMillisecond)->UseRealTime();
 
 }  // namespace

@@ -1,5 +1,7 @@
-// f32 NCHW conv2d (groups incl. depthwise, stride, dilation, asymmetric padding, optional bias),
-// computed directly from the input: no im2col, no scratch.
+// f32 NCHW conv2d (groups incl. depthwise, stride, dilation, asymmetric padding, optional bias).
+// With conv2d_scratch's bytes in ctx.scratch, conv_gemm.cc runs it (a packed GEMM per group;
+// depthwise stride 1 over a padded plane). This file is the direct path, which needs no scratch:
+// strided depthwise, and any conv called without the scratch.
 //
 // A work unit is one output row of a block of up to 4 output channels of one group. Columns whose
 // every tap lies inside the input (the interior) are done in vectors of output columns: for each
@@ -18,27 +20,11 @@
 
 #include "kernels/cpu/hwy_util-inl.h"
 
-#ifndef EMBER_KERNELS_CPU_CONV_PLAN_
-#define EMBER_KERNELS_CPU_CONV_PLAN_
+#ifndef EMBER_KERNELS_CPU_CONV_DIRECT_
+#define EMBER_KERNELS_CPU_CONV_DIRECT_
+#include "kernels/cpu/conv_plan.h"
 #include "kernels/cpu/ops.h"
 #include "kernels/cpu/parallel.h"
-namespace ember::kernels::cpu_detail {
-
-constexpr int64_t kConvOcBlock = 4;
-
-struct ConvPlan {
-  const float* in;
-  const float* w;     // [O, C / groups, kH, kW]
-  const float* bias;  // [O] or null
-  float* out;
-  int64_t n, c, h, w_in, o, oh, ow;
-  int64_t kh, kw, sh, sw, pt, pl, dh, dw;
-  int64_t groups, cpg, opg;        // channels per group (in / out)
-  int64_t blocks_per_group;        // ceil(opg / kConvOcBlock)
-  int64_t ow_lo, ow_hi;            // interior output columns
-};
-
-}  // namespace ember::kernels::cpu_detail
 #endif
 
 HWY_BEFORE_NAMESPACE();
@@ -209,25 +195,9 @@ void conv2d(KernelContext& ctx, const OpAttrs& attrs, const TensorView* inputs,
   p.w = w.data_as<const float>();
   p.bias = input_count > 2 && inputs[2].is_present() ? inputs[2].data_as<const float>() : nullptr;
   p.out = out.data_as<float>();
-  p.n = x.dims[0];
-  p.c = x.dims[1];
-  p.h = x.dims[2];
-  p.w_in = x.dims[3];
-  p.o = out.dims[1];
-  p.oh = out.dims[2];
-  p.ow = out.dims[3];
-  p.kh = w.dims[2];
-  p.kw = w.dims[3];
-  p.sh = attrs.stride[0];
-  p.sw = attrs.stride[1];
-  p.pt = attrs.padding[0];
-  p.pl = attrs.padding[1];
-  p.dh = attrs.dilation[0];
-  p.dw = attrs.dilation[1];
-  p.groups = attrs.groups > 0 ? attrs.groups : 1;
-  p.cpg = p.c / p.groups;
-  p.opg = p.o / p.groups;
+  cpu_detail::conv_fill_plan(attrs, x, w, out, &p);
   if (p.n == 0 || p.o == 0 || p.oh == 0 || p.ow == 0) return;
+  if (cpu_detail::conv2d_packed(ctx, p)) return;
   p.blocks_per_group = (p.opg + cpu_detail::kConvOcBlock - 1) / cpu_detail::kConvOcBlock;
   // Interior columns: every kw tap inside [0, W).
   p.ow_lo = (p.pl + p.sw - 1) / p.sw;

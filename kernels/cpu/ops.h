@@ -3,8 +3,8 @@
 // function. None of them allocates, throws or fails. Large ops split work over ctx.pool by output
 // rows / channels / N, never over a reduction axis, so results are bitwise identical for any thread
 // count; GEMM and convolution also give each output element the same computation whatever M or the
-// batch is (batch invariance). Only the quantized linears and sample use ctx.scratch (registered
-// ScratchFns).
+// batch is (batch invariance). Only the quantized linears, conv2d and sample use ctx.scratch
+// (registered ScratchFns).
 #pragma once
 
 #include <cstddef>
@@ -39,8 +39,12 @@ EMBER_CPU_KERNEL(linear_quantized);
 EMBER_CPU_KERNEL(linear_bf16_weight);
 size_t linear_quantized_scratch(const OpAttrs& attrs, const TensorView* inputs, size_t input_count,
                                 const TensorView* outputs, size_t output_count, size_t threads);
-// f32 NCHW (conv.cc, pool.cc).
+// f32 NCHW (conv.cc, conv_gemm.cc, pool.cc). conv2d runs as a packed GEMM (depthwise stride 1: over a
+// padded plane) in conv2d_scratch(...) bytes of ctx.scratch (per-task slots); given less (a direct
+// call without scratch), it computes directly from the input.
 EMBER_CPU_KERNEL(conv2d);
+size_t conv2d_scratch(const OpAttrs& attrs, const TensorView* inputs, size_t input_count,
+                      const TensorView* outputs, size_t output_count, size_t threads);
 EMBER_CPU_KERNEL(max_pool2d);
 EMBER_CPU_KERNEL(avg_pool2d);
 EMBER_CPU_KERNEL(global_avg_pool2d);

@@ -21,14 +21,14 @@ constexpr ScalarType kMovementTypes[] = {
 
 constexpr const char* kLibrary = "cpu";
 
-Status add(KernelRegistry& registry, OpCode op, KernelFn fn,
-           std::initializer_list<ScalarType> dtypes) {
+Status add(KernelRegistry& registry, OpCode op, KernelFn fn, std::initializer_list<ScalarType> dtypes,
+           ScratchFn scratch = nullptr) {
   KernelKey key;
   key.op = op;
   key.arg_count = static_cast<uint8_t>(dtypes.size());
   int i = 0;
   for (ScalarType t : dtypes) key.dtypes[i++] = t;
-  return registry.add(key, fn, kLibrary);
+  return registry.add(key, fn, kLibrary, scratch);
 }
 
 Status add_quantized(KernelRegistry& registry, OpCode op, KernelFn fn, ScratchFn scratch, QuantLayout quant,
@@ -75,9 +75,9 @@ Status register_cpu_kernels(KernelRegistry& r) {
     EMBER_RETURN_IF_ERROR(add_quantized(r, OpCode::Linear, cpu::linear_bf16_weight, cpu::linear_quantized_scratch,
                                         QuantLayout::None, dtypes));
   }
-  EMBER_RETURN_IF_ERROR(add(r, OpCode::Conv2d, cpu::conv2d, {F, F, F, F}));
-  EMBER_RETURN_IF_ERROR(add(r, OpCode::Conv2d, cpu::conv2d, {F, F, X, F}));
-  EMBER_RETURN_IF_ERROR(add(r, OpCode::Conv2d, cpu::conv2d, {F, F, F}));
+  EMBER_RETURN_IF_ERROR(add(r, OpCode::Conv2d, cpu::conv2d, {F, F, F, F}, cpu::conv2d_scratch));
+  EMBER_RETURN_IF_ERROR(add(r, OpCode::Conv2d, cpu::conv2d, {F, F, X, F}, cpu::conv2d_scratch));
+  EMBER_RETURN_IF_ERROR(add(r, OpCode::Conv2d, cpu::conv2d, {F, F, F}, cpu::conv2d_scratch));
 
   EMBER_RETURN_IF_ERROR(add(r, OpCode::MaxPool2d, cpu::max_pool2d, {F, F}));
   EMBER_RETURN_IF_ERROR(add(r, OpCode::AvgPool2d, cpu::avg_pool2d, {F, F}));
@@ -142,8 +142,9 @@ Status register_cpu_kernels(KernelRegistry& r) {
   return Status::ok();
 }
 
-size_t cpu_scratch_bytes(OpCode, const OpAttrs&, const TensorView*, size_t, const TensorView*,
-                         size_t) {
+size_t cpu_scratch_bytes(OpCode op, const OpAttrs& attrs, const TensorView* inputs, size_t input_count,
+                         const TensorView* outputs, size_t output_count) {
+  if (op == OpCode::Conv2d) return cpu::conv2d_scratch(attrs, inputs, input_count, outputs, output_count, 1);
   return 0;
 }
 

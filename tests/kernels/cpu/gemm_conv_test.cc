@@ -1,8 +1,11 @@
 // kernels/cpu matmul, linear and conv2d against their reference twins on every target, plus
 // bitwise thread-count and batch invariance.
+#include <cmath>
+#include <limits>
 #include <vector>
 
 #include "kernels/cpu/ops.h"
+#include "kernels/cpu/register.h"
 #include "kernels/reference/ops.h"
 #include "tests/kernels/cpu/test_util.h"
 
@@ -128,6 +131,18 @@ const ConvCase kConvCases[] = {
     {"stride 1x2 dil 2x1", 1, 3, 9, 40, 5, 3, 3, {1, 2}, {1, 0, 1, 2}, {2, 1}, 1},
     {"oc 4k+1", 1, 6, 6, 20, 9, 3, 3, {1, 1}, {1, 1, 1, 1}, {1, 1}, 1},
     {"big", 1, 32, 28, 28, 32, 3, 3, {1, 1}, {1, 1, 1, 1}, {1, 1}, 1},
+    // The packed paths' edges: K = 300 (> one 256-row reduction block, tail 44), 29 rows (tails of
+    // 6 and 8), positions 7x7 = 49 and 23x13 = 299 (> one 256-position block, partial panels).
+    {"K 300 7x7 map", 1, 300, 7, 7, 29, 1, 1, {1, 1}, {0, 0, 0, 0}, {1, 1}, 1},
+    {"3x3 at 7x7, K 297", 1, 33, 7, 7, 37, 3, 3, {1, 1}, {1, 1, 1, 1}, {1, 1}, 1},
+    {"1x1 299 positions", 2, 7, 23, 13, 13, 1, 1, {1, 1}, {0, 0, 0, 0}, {1, 1}, 1},
+    {"1x1 stride2", 1, 9, 15, 15, 17, 1, 1, {2, 2}, {0, 0, 0, 0}, {1, 1}, 1},
+    {"groups2 stride2 asym", 2, 10, 13, 11, 14, 3, 2, {2, 1}, {2, 0, 1, 1}, {1, 2}, 2},
+    {"depth multiplier 2", 1, 6, 9, 9, 12, 3, 3, {1, 1}, {1, 1, 1, 1}, {1, 1}, 6},
+    {"depthwise 7x7 map", 2, 24, 7, 7, 24, 3, 3, {1, 1}, {1, 1, 1, 1}, {1, 1}, 24},
+    {"depthwise 5x5 narrow", 1, 5, 6, 3, 5, 5, 5, {1, 1}, {2, 2, 2, 2}, {1, 1}, 5},
+    {"depthwise dil asym 4x2", 1, 3, 17, 21, 3, 4, 2, {1, 1}, {0, 3, 2, 1}, {2, 3}, 3},
+    {"depthwise 2 rows x 1 col", 1, 2, 2, 1, 2, 3, 3, {1, 1}, {1, 1, 1, 1}, {1, 1}, 2},
 };
 
 using Conv2dTest = TargetTest;
@@ -153,6 +168,136 @@ TEST_P(Conv2dTest, Configs) {
   }
 }
 
+ThreadPool* ConvPool(int threads) {
+  static FixedThreadPool pool2(2), pool3(3);
+  return threads == 2 ? &pool2 : threads == 3 ? &pool3 : nullptr;
+}
+
+// conv2d with ctx.scratch sized by conv2d_scratch for `threads` (the runtime's way: the packed paths).
+void RunConvPacked(const OpAttrs& attrs, const std::vector<TensorView>& in, int threads, Tensor* out) {
+  Shape(OpCode::Conv2d, attrs, in.data(), in.size(), out);
+  const size_t bytes = cpu::conv2d_scratch(attrs, in.data(), in.size(), &out->view, 1, size_t(threads));
+  std::vector<uint8_t> scratch(bytes + 3);
+  KernelContext ctx;
+  ctx.pool = ConvPool(threads);
+  // Misaligned on purpose: the kernel aligns its slots itself.
+  ctx.scratch = Span<uint8_t>(scratch.data() + 3, bytes);
+  cpu::conv2d(ctx, attrs, in.data(), in.size(), &out->view, 1);
+}
+
+// The packed paths against the reference, and bitwise the same with 1, 2 and 3 threads.
+void CheckConvPacked(const OpAttrs& attrs, const std::vector<TensorView>& in, Tolerance tol) {
+  Tensor expected, one, two, three;
+  Shape(OpCode::Conv2d, attrs, in.data(), in.size(), &expected);
+  RunKernel(ref::conv2d, attrs, in.data(), in.size(), &expected);
+  RunConvPacked(attrs, in, 1, &one);
+  RunConvPacked(attrs, in, 2, &two);
+  RunConvPacked(attrs, in, 3, &three);
+  EXPECT_TRUE(AllClose(one, expected, tol)) << "packed, 1 thread";
+  EXPECT_TRUE(BytesEqual(two, one)) << "packed: 2 threads differ from 1";
+  EXPECT_TRUE(BytesEqual(three, one)) << "packed: 3 threads differ from 1";
+}
+
+OpAttrs ConvAttrs(const ConvCase& c) {
+  OpAttrs attrs;
+  attrs.kind = AttrKind::Conv2d;
+  attrs.kernel[0] = int32_t(c.kh);
+  attrs.kernel[1] = int32_t(c.kw);
+  for (int i = 0; i < 2; ++i) attrs.stride[i] = c.stride[i], attrs.dilation[i] = c.dilation[i];
+  for (int i = 0; i < 4; ++i) attrs.padding[i] = c.padding[i];
+  attrs.groups = c.groups;
+  return attrs;
+}
+
+TEST_P(Conv2dTest, PackedConfigs) {
+  for (const ConvCase& c : kConvCases) {
+    const OpAttrs attrs = ConvAttrs(c);
+    Tensor x = Random({c.n, c.c, c.h, c.w}, 41), w = Random({c.o, c.c / c.groups, c.kh, c.kw}, 42);
+    Tensor bias = Random({c.o}, 43);
+    TensorView absent;
+    SCOPED_TRACE(c.name);
+    const Tolerance tol = GemmTolerance(c.c / c.groups * c.kh * c.kw);
+    CheckConvPacked(attrs, {x.view, w.view, bias.view}, tol);
+    CheckConvPacked(attrs, {x.view, w.view, absent}, tol);
+    CheckConvPacked(attrs, {x.view, w.view}, tol);
+  }
+}
+
+// The packed result does not depend on how much scratch beyond one slot there is, nor on whether
+// the kernel got scratch at all (direct path) beyond the tolerance; with one slot and 3 threads the
+// work runs as one task, bit for bit the same.
+TEST_P(Conv2dTest, PackedScratchSizes) {
+  const ConvCase c = {"3x3", 1, 20, 9, 30, 19, 3, 3, {1, 1}, {1, 1, 1, 1}, {1, 1}, 1};
+  const OpAttrs attrs = ConvAttrs(c);
+  Tensor x = Random({c.n, c.c, c.h, c.w}, 51), w = Random({c.o, c.c, c.kh, c.kw}, 52), full, one_slot;
+  const std::vector<TensorView> in = {x.view, w.view};
+  RunConvPacked(attrs, in, 3, &full);
+  Shape(OpCode::Conv2d, attrs, in.data(), in.size(), &one_slot);
+  const size_t one = cpu::conv2d_scratch(attrs, in.data(), in.size(), &one_slot.view, 1, 1);
+  const size_t three = cpu::conv2d_scratch(attrs, in.data(), in.size(), &one_slot.view, 1, 3);
+  // One task's slot: K = 180 rows of 256 positions (a block of 9 x 30 = 270) + 16 floats of row
+  // padding, + alignment.
+  EXPECT_EQ(one, 180u * (256u + 16u) * 4u + 64u);
+  EXPECT_EQ(three, 3 * (one - 64) + 64);
+  EXPECT_EQ(cpu_scratch_bytes(OpCode::Conv2d, attrs, in.data(), in.size(), &one_slot.view, 1), one);
+  std::vector<uint8_t> scratch(one);
+  KernelContext ctx;
+  ctx.pool = ConvPool(3);
+  ctx.scratch = Span<uint8_t>(scratch.data(), scratch.size());
+  cpu::conv2d(ctx, attrs, in.data(), in.size(), &one_slot.view, 1);
+  EXPECT_TRUE(BytesEqual(one_slot, full));
+  // A smaller shape fits in the larger shape's scratch.
+  Tensor x_small = Random({1, 20, 5, 6}, 53), small, expected;
+  const std::vector<TensorView> in_small = {x_small.view, w.view};
+  Shape(OpCode::Conv2d, attrs, in_small.data(), 2, &small);
+  EXPECT_LE(cpu::conv2d_scratch(attrs, in_small.data(), 2, &small.view, 1, 1), one);
+  cpu::conv2d(ctx, attrs, in_small.data(), 2, &small.view, 1);
+  Shape(OpCode::Conv2d, attrs, in_small.data(), 2, &expected);
+  RunKernel(ref::conv2d, attrs, in_small.data(), 2, &expected);
+  EXPECT_TRUE(AllClose(small, expected, GemmTolerance(180)));
+  // Strided depthwise runs directly: no scratch.
+  const ConvCase dw = {"dw s2", 1, 4, 9, 9, 4, 3, 3, {2, 2}, {1, 1, 1, 1}, {1, 1}, 4};
+  Tensor xd = Random({1, 4, 9, 9}, 54), wd = Random({4, 1, 3, 3}, 55), outd;
+  const TensorView ind[] = {xd.view, wd.view};
+  Shape(OpCode::Conv2d, ConvAttrs(dw), ind, 2, &outd);
+  EXPECT_EQ(cpu::conv2d_scratch(ConvAttrs(dw), ind, 2, &outd.view, 1, 4), 0u);
+}
+
+// Non-finite weights and inputs: a padded tap contributes 0 * w to the packed GEMM / depthwise
+// sums, NaN for w = inf, where the reference skips the tap; the result must still be the
+// reference's (inf where only valid taps meet the inf, NaN where a NaN input is read).
+TEST_P(Conv2dTest, PackedNonFinite) {
+  const float inf = std::numeric_limits<float>::infinity();
+  const ConvCase cases[] = {
+      {"gemm 3x3", 1, 5, 8, 11, 7, 3, 3, {1, 1}, {1, 1, 1, 1}, {1, 1}, 1},
+      {"depthwise 3x3", 1, 5, 8, 11, 5, 3, 3, {1, 1}, {1, 1, 1, 1}, {1, 1}, 5},
+      {"gemm 7x7 map asym", 1, 4, 7, 7, 9, 3, 3, {1, 1}, {0, 2, 2, 0}, {1, 1}, 1},
+  };
+  for (const ConvCase& c : cases) {
+    SCOPED_TRACE(c.name);
+    const OpAttrs attrs = ConvAttrs(c);
+    Tensor x = Random({c.n, c.c, c.h, c.w}, 61), w = Random({c.o, c.c / c.groups, c.kh, c.kw}, 62);
+    Tensor bias = Random({c.o}, 63);
+    w.f()[0] = inf;                 // oc 0, ic 0, top-left tap: padded on the first row / column
+    w.f()[w.numel() - 1] = -inf;    // last oc, bottom-right tap
+    x.f()[(c.c - 1) * c.h * c.w + 2 * c.w + 3] = std::nanf("");  // last channel, (2, 3)
+    Tensor expected;
+    const std::vector<TensorView> in = {x.view, w.view, bias.view};
+    Shape(OpCode::Conv2d, attrs, in.data(), 3, &expected);
+    RunKernel(ref::conv2d, attrs, in.data(), 3, &expected);
+    // The case is meaningful: the reference has finite outputs beside infinite and NaN ones.
+    int inf_count = 0, nan_count = 0, finite_count = 0;
+    for (size_t i = 0; i < expected.numel(); ++i) {
+      const float v = expected.f()[i];
+      inf_count += std::isinf(v), nan_count += std::isnan(v), finite_count += std::isfinite(v);
+    }
+    EXPECT_GT(inf_count, 0);
+    EXPECT_GT(nan_count, 0);
+    EXPECT_GT(finite_count, 0);
+    CheckConvPacked(attrs, in, GemmTolerance(c.c / c.groups * c.kh * c.kw));
+  }
+}
+
 // Image i of a batch equals the same image convolved alone, bit for bit.
 TEST_P(Conv2dTest, BatchInvariant) {
   OpAttrs attrs;
@@ -170,6 +315,26 @@ TEST_P(Conv2dTest, BatchInvariant) {
   Shape(OpCode::Conv2d, attrs, in1, 2, &one);
   RunKernel(cpu::conv2d, attrs, in1, 2, &one, 1);
   EXPECT_EQ(0, std::memcmp(one.f(), full.f() + 2 * out_image, out_image * sizeof(float)));
+}
+
+// The packed paths (GEMM and depthwise): image i of a batch equals the same image convolved alone,
+// bit for bit, whatever the thread count.
+TEST_P(Conv2dTest, PackedBatchInvariant) {
+  const ConvCase cases[] = {
+      {"gemm", 3, 8, 14, 21, 12, 3, 3, {1, 1}, {1, 1, 1, 1}, {1, 1}, 1},
+      {"depthwise", 3, 8, 14, 21, 8, 3, 3, {1, 1}, {1, 1, 1, 1}, {1, 1}, 8},
+  };
+  for (const ConvCase& c : cases) {
+    SCOPED_TRACE(c.name);
+    const OpAttrs attrs = ConvAttrs(c);
+    Tensor x = Random({3, c.c, c.h, c.w}, 44), w = Random({c.o, c.c / c.groups, 3, 3}, 45), full;
+    RunConvPacked(attrs, {x.view, w.view}, 3, &full);
+    const size_t image = size_t(c.c * c.h * c.w), out_image = size_t(c.o * c.h * c.w);
+    Tensor x1(ScalarType::F32, {1, c.c, c.h, c.w}), one;
+    std::memcpy(x1.f(), x.f() + 2 * image, image * sizeof(float));
+    RunConvPacked(attrs, {x1.view, w.view}, 1, &one);
+    EXPECT_EQ(0, std::memcmp(one.f(), full.f() + 2 * out_image, out_image * sizeof(float)));
+  }
 }
 
 }  // namespace

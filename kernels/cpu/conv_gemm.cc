@@ -1,0 +1,425 @@
+// conv2d as a GEMM over packed operands, and depthwise stride-1 conv over a zero-padded plane; both
+// in per-task slots of ctx.scratch (conv2d_scratch bytes). conv.cc's direct path serves the rest.
+//
+// GEMM, per image and group: out[oc, q] = sum_k w[oc, k] * B[k, q], k = (ic, kh, kw) in order and
+// q = oh * OW + ow; B is the im2col matrix (zeros at padded taps). A task unit is a block of up to
+// kConvNc output positions x a chunk of output channels; B is packed per unit, kConvKc rows at a
+// time, as rows of the block's positions (zero-filled to whole panels of 2 vectors; rows ld apart).
+// The micro-kernel keeps kMr rows x 2 vectors of C in registers (kMr = 8 on AVX-512, 32 registers;
+// 6 elsewhere), broadcasting kMr weights in place (rows of w are contiguous along k) against 2
+// loads of one panel's row per k; it is out of line (inlined, GCC spilled AVX2's accumulators). Between reduction blocks C is stored and reloaded, which is exact, so every output element
+// is one FMA chain over k = 0..K-1 from 0, then + bias, whatever tile, block or thread computes it.
+//
+// Depthwise (groups == C == O, stride 1): the input plane is copied into a zero-padded Hp x Wp plane,
+// where output (oh, ow) reads the taps at q + i dh Wp + j dw, q = oh Wp + ow: vectors run along q
+// over whole rows at once (rows narrower than a vector included), the kh x kw taps unrolled for
+// 3x3 and 5x5; the columns past OW are dropped when copying out. Each element: one FMA chain over
+// the taps in order from 0, then + bias.
+//
+// Padded taps contribute 0 * w: for w = ±inf / NaN that is NaN where the reference skips the tap.
+// A NaN can only come out of an element whose chain met a NaN, so when the conv has padding every
+// NaN output is recomputed by conv_point (skipping padded taps, the reference's semantics); other
+// elements are unchanged (adding an exact 0 product keeps the sum).
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "kernels/cpu/conv_gemm.cc"
+#include "kernels/cpu/hwy_dispatch.h"
+
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+
+#include "kernels/cpu/hwy_util-inl.h"
+
+#ifndef EMBER_KERNELS_CPU_CONV_GEMM_RUN_
+#define EMBER_KERNELS_CPU_CONV_GEMM_RUN_
+#include "kernels/cpu/conv_plan.h"
+#include "runtime/core/thread_pool.h"
+namespace ember::kernels::cpu_detail {
+
+struct ConvRun {
+  ConvPlan p;
+  uint8_t* base;   // kConvAlign-aligned; task t uses [t * slot, (t + 1) * slot)
+  size_t slot;
+  size_t units, tasks;
+  int64_t col_blocks, m_chunks, m_chunk;  // GEMM units: (n, g, m chunk, column block)
+};
+
+}  // namespace ember::kernels::cpu_detail
+#endif
+
+HWY_BEFORE_NAMESPACE();
+namespace ember::kernels::HWY_NAMESPACE {
+namespace hn = hwy::HWY_NAMESPACE;
+using cpu_detail::ConvPlan;
+using cpu_detail::ConvRun;
+
+// At most 16 lanes (AVX-512's), whatever the target (SVE may have more): a GEMM panel (2 vectors) is
+// at most kConvMaxNr columns, and the depthwise slack covers 4 vectors.
+using ConvTag = hn::CappedTag<float, 16>;
+
+#if HWY_TARGET <= HWY_AVX3
+constexpr int kConvMr = 8;
+#else
+constexpr int kConvMr = 6;
+#endif
+
+// C[kRows x ncols] (+)= A[kRows x kc] * Bp[kc x kNv vectors]; ncols <= kNv * Lanes. `first`: start
+// from 0, else from C; `bias` (rows' biases) only on the last reduction block.
+template <int kRows, int kNv>
+HWY_NOINLINE void ConvMicro(const float* HWY_RESTRICT a, int64_t lda, const float* HWY_RESTRICT bp,
+                          int64_t kc, int64_t ldb, float* HWY_RESTRICT c, int64_t ldc, size_t ncols,
+                          bool first, const float* bias) {
+  const ConvTag d;
+  using V = hn::Vec<decltype(d)>;
+  const size_t lanes = hn::Lanes(d);
+  V acc[kRows][kNv];
+  const bool full = ncols == kNv * lanes;
+  for (int r = 0; r < kRows; ++r) {
+    for (int v = 0; v < kNv; ++v) {
+      if (first) {
+        acc[r][v] = hn::Zero(d);
+      } else {
+        const size_t n = ncols > v * lanes ? ncols - v * lanes : 0;
+        const float* src = c + r * ldc + v * lanes;
+        acc[r][v] = full || n >= lanes ? hn::LoadU(d, src) : (n == 0 ? hn::Zero(d) : LoadTail(d, src, n));
+      }
+    }
+  }
+  for (int64_t k = 0; k < kc; ++k) {
+    V b[kNv];
+    for (int v = 0; v < kNv; ++v) b[v] = hn::LoadU(d, bp + k * ldb + v * lanes);
+    for (int r = 0; r < kRows; ++r) {
+      const V av = hn::Set(d, a[r * lda + k]);
+      for (int v = 0; v < kNv; ++v) acc[r][v] = hn::MulAdd(av, b[v], acc[r][v]);
+    }
+  }
+  for (int r = 0; r < kRows; ++r) {
+    for (int v = 0; v < kNv; ++v) {
+      V x = acc[r][v];
+      if (bias != nullptr) x = hn::Add(x, hn::Set(d, bias[r]));
+      const size_t n = ncols > v * lanes ? ncols - v * lanes : 0;
+      float* dst = c + r * ldc + v * lanes;
+      if (full || n >= lanes) {
+        hn::StoreU(x, d, dst);
+      } else if (n != 0) {
+        StoreTail(d, x, dst, n);
+      }
+    }
+  }
+}
+
+template <int kNv>
+HWY_INLINE void ConvRows(int rows, const float* a, int64_t lda, const float* bp, int64_t kc, int64_t ldb,
+                         float* c, int64_t ldc, size_t ncols, bool first, const float* bias) {
+  switch (rows) {
+#define EMBER_CONV_ROWS_CASE(R)                                                   \
+  case R:                                                                         \
+    if constexpr (R <= kConvMr) {                                                 \
+      ConvMicro<R, kNv>(a, lda, bp, kc, ldb, c, ldc, ncols, first, bias);         \
+    }                                                                             \
+    break;
+    EMBER_CONV_ROWS_CASE(1)
+    EMBER_CONV_ROWS_CASE(2)
+    EMBER_CONV_ROWS_CASE(3)
+    EMBER_CONV_ROWS_CASE(4)
+    EMBER_CONV_ROWS_CASE(5)
+    EMBER_CONV_ROWS_CASE(6)
+    EMBER_CONV_ROWS_CASE(7)
+    EMBER_CONV_ROWS_CASE(8)
+#undef EMBER_CONV_ROWS_CASE
+    default: break;
+  }
+}
+
+// The output rows a block of positions crosses: run r covers block columns [start, start + len)
+// of output row oh from column ow0. Made once per unit (no divisions per im2col row).
+struct Im2colRun {
+  int32_t start, len, oh, ow0;
+};
+
+HWY_INLINE int64_t Im2colRuns(const ConvPlan& p, int64_t q0, int64_t cols, Im2colRun* runs) {
+  int64_t count = 0, oh = q0 / p.ow, ow0 = q0 % p.ow;
+  for (int64_t start = 0; start < cols;) {
+    const int64_t len = p.ow - ow0 < cols - start ? p.ow - ow0 : cols - start;
+    runs[count++] = Im2colRun{int32_t(start), int32_t(len), int32_t(oh), int32_t(ow0)};
+    start += len;
+    ++oh;
+    ow0 = 0;
+  }
+  return count;
+}
+
+// Row (ic, i, j) of im2col over the block's positions (runs), into line.
+HWY_INLINE void Im2colLine(const ConvPlan& p, const float* in_c, int64_t i, int64_t j, const Im2colRun* runs,
+                           int64_t run_count, float* HWY_RESTRICT line) {
+  const int64_t off = j * p.dw - p.pl;  // iw = ow * sw + off
+  for (int64_t r = 0; r < run_count; ++r) {
+    const Im2colRun& run = runs[r];
+    const int64_t ow0 = run.ow0, len = run.len;
+    float* dst = line + run.start;
+    const int64_t ih = run.oh * p.sh - p.pt + i * p.dh;
+    if (ih < 0 || ih >= p.h) {
+      for (int64_t t = 0; t < len; ++t) dst[t] = 0.0f;
+      continue;
+    }
+    const float* row = in_c + ih * p.w_in;
+    if (p.sw == 1) {
+      // Valid ow: 0 <= ow + off < W, clamped to the run.
+      int64_t lo = -off, hi = p.w_in - off;
+      if (lo < ow0) lo = ow0;
+      if (lo > ow0 + len) lo = ow0 + len;
+      if (hi > ow0 + len) hi = ow0 + len;
+      if (hi < lo) hi = lo;
+      for (int64_t t = ow0; t < lo; ++t) dst[t - ow0] = 0.0f;
+      if (hi > lo) std::memcpy(dst + (lo - ow0), row + lo + off, size_t(hi - lo) * sizeof(float));
+      for (int64_t t = hi; t < ow0 + len; ++t) dst[t - ow0] = 0.0f;
+    } else {
+      for (int64_t t = 0; t < len; ++t) {
+        const int64_t iw = (ow0 + t) * p.sw + off;
+        dst[t] = iw >= 0 && iw < p.w_in ? row[iw] : 0.0f;
+      }
+    }
+  }
+}
+
+// Recomputes the NaN outputs of rows [m0, m1) x positions [q0, q1) of image n (see the top).
+HWY_INLINE void FixNaN(const ConvPlan& p, int64_t n, int64_t oc0, int64_t rows, int64_t q0, int64_t q1) {
+  const ConvTag d;
+  const int64_t lanes = static_cast<int64_t>(hn::Lanes(d));
+  const int64_t plane = p.oh * p.ow;
+  for (int64_t r = 0; r < rows; ++r) {
+    float* out = p.out + (n * p.o + oc0 + r) * plane;
+    for (int64_t q = q0; q < q1; q += lanes) {
+      const int64_t cnt = q1 - q < lanes ? q1 - q : lanes;
+      const auto v = cnt == lanes ? hn::LoadU(d, out + q) : LoadTail(d, out + q, size_t(cnt));
+      if (hn::AllFalse(d, hn::IsNaN(v))) continue;
+      for (int64_t t = q; t < q + cnt; ++t) {
+        if (std::isnan(out[t])) out[t] = cpu_detail::conv_point(p, n, oc0 + r, t / p.ow, t % p.ow);
+      }
+    }
+  }
+}
+
+void ConvGemmUnit(const ConvRun& run, size_t u, float* HWY_RESTRICT buf) {
+  const ConvPlan& p = run.p;
+  const ConvTag d;
+  const int64_t lanes = static_cast<int64_t>(hn::Lanes(d));
+  const int64_t nr = 2 * lanes;
+  const int64_t kdim = p.cpg * p.kh * p.kw, positions = p.oh * p.ow;
+  int64_t rest = static_cast<int64_t>(u);
+  const int64_t cb = rest % run.col_blocks;
+  rest /= run.col_blocks;
+  const int64_t mb = rest % run.m_chunks;
+  rest /= run.m_chunks;
+  const int64_t g = rest % p.groups, n = rest / p.groups;
+  const int64_t q0 = cb * cpu_detail::kConvNc;
+  const int64_t cols = positions - q0 < cpu_detail::kConvNc ? positions - q0 : cpu_detail::kConvNc;
+  const int64_t m0 = mb * run.m_chunk;
+  const int64_t m1 = m0 + run.m_chunk < p.opg ? m0 + run.m_chunk : p.opg;
+  if (m0 >= m1) return;
+  const int64_t panels = (cols + nr - 1) / nr;
+  const int64_t oc0 = g * p.opg + m0;
+  const float* in_g = p.in + (n * p.c + g * p.cpg) * p.h * p.w_in;
+  const float* w_rows = p.w + oc0 * kdim;
+  float* out_rows = p.out + (n * p.o + oc0) * positions + q0;
+  const float* bias_rows = p.bias != nullptr ? p.bias + oc0 : nullptr;
+  const int64_t kc_max = kdim < cpu_detail::kConvKc ? kdim : cpu_detail::kConvKc;
+  // B rows are ld apart: the panels' columns plus kConvLdPad, so the rows of one panel spread over
+  // the L1 sets (a 1 KiB stride would put a 256-row panel in a few sets).
+  const int64_t ld = panels * nr + cpu_detail::kConvLdPad;
+  for (int64_t kk = 0; kk < kc_max; ++kk) {
+    for (int64_t t = cols; t < panels * nr; ++t) buf[kk * ld + t] = 0.0f;  // past the block: zeros
+  }
+  Im2colRun runs[cpu_detail::kConvNc];
+  const int64_t run_count = Im2colRuns(p, q0, cols, runs);
+  for (int64_t k0 = 0; k0 < kdim; k0 += cpu_detail::kConvKc) {
+    const int64_t kc = kdim - k0 < cpu_detail::kConvKc ? kdim - k0 : cpu_detail::kConvKc;
+    const int64_t taps = p.kh * p.kw;
+    int64_t ic = k0 / taps, i = (k0 % taps) / p.kw, j = k0 % p.kw;
+    for (int64_t kk = 0; kk < kc; ++kk) {
+      Im2colLine(p, in_g + ic * p.h * p.w_in, i, j, runs, run_count, buf + kk * ld);
+      if (++j == p.kw) {
+        j = 0;
+        if (++i == p.kh) i = 0, ++ic;
+      }
+    }
+    const bool first = k0 == 0, last = k0 + kc == kdim;
+    for (int64_t j = 0; j < panels; ++j) {
+      const float* bp = buf + j * nr;
+      const int64_t ncols = cols - j * nr < nr ? cols - j * nr : nr;
+      float* c = out_rows + j * nr;
+      const int64_t rows = m1 - m0;
+      for (int64_t r = 0; r < rows; r += kConvMr) {
+        const int take = static_cast<int>(rows - r < kConvMr ? rows - r : kConvMr);
+        const float* bias = last && bias_rows != nullptr ? bias_rows + r : nullptr;
+        if (ncols > lanes) {
+          ConvRows<2>(take, w_rows + r * kdim + k0, kdim, bp, kc, ld, c + r * positions, positions,
+                      size_t(ncols), first, bias);
+        } else {
+          ConvRows<1>(take, w_rows + r * kdim + k0, kdim, bp, kc, ld, c + r * positions, positions,
+                      size_t(ncols), first, bias);
+        }
+      }
+    }
+  }
+  if (p.pt | p.pl | p.pb | p.pr) FixNaN(p, n, oc0, m1 - m0, q0, q0 + cols);
+}
+
+// Depthwise: q in [0, count) of the padded grid, taps unrolled when kKh / kKw are nonzero.
+template <int kKh, int kKw>
+HWY_INLINE void DepthwiseRows(const ConvPlan& p, const float* HWY_RESTRICT plane, int64_t wp,
+                              const float* HWY_RESTRICT wc, int64_t count, float* HWY_RESTRICT outq) {
+  const ConvTag d;
+  using V = hn::Vec<decltype(d)>;
+  const int64_t lanes = static_cast<int64_t>(hn::Lanes(d));
+  const int64_t kh = kKh != 0 ? kKh : p.kh, kw = kKw != 0 ? kKw : p.kw;
+  const int64_t row_step = p.dh * wp;
+  constexpr int kNv = 4;
+  for (int64_t q = 0; q < count; q += kNv * lanes) {
+    V acc[kNv];
+    for (int v = 0; v < kNv; ++v) acc[v] = hn::Zero(d);
+    for (int64_t i = 0; i < kh; ++i) {
+      const float* src = plane + q + i * row_step;
+      for (int64_t j = 0; j < kw; ++j) {
+        const V wv = hn::Set(d, wc[i * kw + j]);
+        for (int v = 0; v < kNv; ++v) {
+          acc[v] = hn::MulAdd(hn::LoadU(d, src + j * p.dw + v * lanes), wv, acc[v]);
+        }
+      }
+    }
+    for (int v = 0; v < kNv; ++v) hn::StoreU(acc[v], d, outq + q + v * lanes);
+  }
+}
+
+void ConvDepthwiseUnit(const ConvRun& run, size_t u, float* HWY_RESTRICT buf) {
+  const ConvPlan& p = run.p;
+  const int64_t n = static_cast<int64_t>(u) / p.c, ch = static_cast<int64_t>(u) % p.c;
+  const int64_t wp = p.ow + (p.kw - 1) * p.dw, hp = p.oh + (p.kh - 1) * p.dh;
+  float* plane = buf;
+  float* outq = buf + cpu_detail::conv_dw_plane_floats(p);
+  const float* in_c = p.in + (n * p.c + ch) * p.h * p.w_in;
+  // Plane row r holds input row r - pt at columns [pl, pl + W); the rest (and the slack) is 0.
+  const int64_t plane_floats = cpu_detail::conv_dw_plane_floats(p);
+  for (int64_t r = 0; r < hp; ++r) {
+    float* dst = plane + r * wp;
+    const int64_t ih = r - p.pt;
+    if (ih < 0 || ih >= p.h) {
+      std::memset(dst, 0, size_t(wp) * sizeof(float));
+      continue;
+    }
+    const int64_t copy = p.w_in < wp - p.pl ? p.w_in : wp - p.pl;  // wp - pl = W + pr >= W
+    std::memset(dst, 0, size_t(p.pl) * sizeof(float));
+    std::memcpy(dst + p.pl, in_c + ih * p.w_in, size_t(copy) * sizeof(float));
+    for (int64_t t = p.pl + copy; t < wp; ++t) dst[t] = 0.0f;
+  }
+  std::memset(plane + hp * wp, 0, size_t(plane_floats - hp * wp) * sizeof(float));
+  const float* wc = p.w + ch * p.kh * p.kw;
+  const int64_t count = p.oh * wp;
+  if (p.kh == 3 && p.kw == 3) {
+    DepthwiseRows<3, 3>(p, plane, wp, wc, count, outq);
+  } else if (p.kh == 5 && p.kw == 5) {
+    DepthwiseRows<5, 5>(p, plane, wp, wc, count, outq);
+  } else {
+    DepthwiseRows<0, 0>(p, plane, wp, wc, count, outq);
+  }
+  float* out = p.out + (n * p.c + ch) * p.oh * p.ow;
+  const float b = p.bias != nullptr ? p.bias[ch] : 0.0f;
+  for (int64_t oh = 0; oh < p.oh; ++oh) {
+    const float* src = outq + oh * wp;
+    float* dst = out + oh * p.ow;
+    if (p.bias != nullptr) {
+      for (int64_t t = 0; t < p.ow; ++t) dst[t] = src[t] + b;
+    } else {
+      std::memcpy(dst, src, size_t(p.ow) * sizeof(float));
+    }
+  }
+  if (p.pt | p.pl | p.pb | p.pr) FixNaN(p, n, ch, 1, 0, p.oh * p.ow);
+}
+
+void ConvPackedTask(const ConvRun& run, size_t t) {
+  float* buf = reinterpret_cast<float*>(run.base + t * run.slot);
+  const size_t begin = run.units * t / run.tasks, end = run.units * (t + 1) / run.tasks;
+  for (size_t u = begin; u < end; ++u) {
+    if (run.p.path == cpu_detail::ConvPath::Gemm) {
+      ConvGemmUnit(run, u, buf);
+    } else {
+      ConvDepthwiseUnit(run, u, buf);
+    }
+  }
+}
+
+}  // namespace ember::kernels::HWY_NAMESPACE
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+namespace ember::kernels {
+EMBER_HWY_EXPORT(ConvPackedTask);
+
+namespace cpu_detail {
+namespace {
+void conv_packed_task(void* arg, size_t t) {
+  EMBER_HWY_DISPATCH(ConvPackedTask)(*static_cast<const ConvRun*>(arg), t);
+}
+}  // namespace
+
+bool conv2d_packed(KernelContext& ctx, const ConvPlan& p) {
+  if (p.path == ConvPath::Direct) return false;
+  uint8_t* base = ctx.scratch.data();
+  const size_t slot = conv_slot_bytes(p);
+  if (base == nullptr || slot == 0) return false;
+  const size_t pad = (kConvAlign - reinterpret_cast<uintptr_t>(base) % kConvAlign) % kConvAlign;
+  const size_t slots = ctx.scratch.size() < pad ? 0 : (ctx.scratch.size() - pad) / slot;
+  if (slots == 0) return false;  // called without conv2d_scratch's bytes: the direct path
+  ConvRun run{};
+  run.p = p;
+  run.base = base + pad;
+  run.slot = slot;
+  size_t threads = ctx.pool != nullptr ? ctx.pool->thread_count() : 1;
+  const double flops = 2.0 * double(p.n * p.o * p.oh * p.ow) * double(p.cpg * p.kh * p.kw);
+  if (flops < double(1 << 18)) threads = 1;
+  if (threads > slots) threads = slots;
+  if (p.path == ConvPath::Gemm) {
+    run.col_blocks = (p.oh * p.ow + kConvNc - 1) / kConvNc;
+    // Split the output channels when images x groups x column blocks leave threads idle; each
+    // chunk repacks B, so chunks stay >= 32 rows.
+    const int64_t base_units = p.n * p.groups * run.col_blocks;
+    int64_t chunks = 1;
+    const int64_t t = int64_t(threads);
+    if (t > 1 && base_units < 4 * t && base_units % t != 0) {
+      int64_t a = base_units, b = t;  // chunks = t / gcd: units a multiple of t, each B packed once per thread
+      while (b != 0) {
+        const int64_t r = a % b;
+        a = b;
+        b = r;
+      }
+      chunks = t / a;
+      const int64_t max_chunks = (p.opg + 31) / 32;
+      if (chunks > max_chunks) chunks = max_chunks;
+    }
+    run.m_chunk = conv_round_up((p.opg + chunks - 1) / chunks, 8);
+    run.m_chunks = (p.opg + run.m_chunk - 1) / run.m_chunk;
+    run.units = size_t(base_units * run.m_chunks);
+  } else {
+    run.units = size_t(p.n * p.c);
+  }
+  run.tasks = threads < run.units ? threads : run.units;
+  parallel_for(ctx.pool, run.tasks, conv_packed_task, &run);
+  return true;
+}
+
+}  // namespace cpu_detail
+
+namespace cpu {
+
+size_t conv2d_scratch(const OpAttrs& attrs, const TensorView* inputs, size_t, const TensorView* outputs, size_t,
+                      size_t threads) {
+  cpu_detail::ConvPlan p{};
+  cpu_detail::conv_fill_plan(attrs, inputs[0], inputs[1], outputs[0], &p);
+  const size_t slot = cpu_detail::conv_slot_bytes(p);
+  if (slot == 0) return 0;
+  return (threads < 1 ? 1 : threads) * slot + cpu_detail::kConvAlign;
+}
+
+}  // namespace cpu
+}  // namespace ember::kernels
+#endif  // HWY_ONCE
