@@ -1,17 +1,17 @@
 // kernels/cpu vs kernels/reference: add, linear, matmul and CNN conv2d layers.
 // Run: ember_bench_kernels [--benchmark_filter=...]. Counters: FLOP/s over wall time (1 FLOP per add, 2 per
 // multiply-add). Args: problem sizes, then the thread count (cpu kernels only; 1 = no pool).
-// EMBER_CPU_TARGET=AVX2 runs the cpu kernels' AVX2 code on a machine with AVX-512
-// (hwy::SetSupportedTargetsForTest, as the twin tests do); the name of runner's --cpu-target.
+// EMBER_CPU_TARGET=AVX2 (any Highway target name) runs the cpu kernels' code for that target on a
+// better machine (kernels::set_cpu_target, as runner --cpu-target).
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
-#include <strings.h>
 #include <random>
 #include <vector>
 
 #include "benchmark/benchmark.h"
-#include "hwy/targets.h"
 #include "kernels/cpu/ops.h"
+#include "kernels/cpu/targets.h"
 #include "kernels/reference/ops.h"
 #include "runtime/core/thread_pool.h"
 #include "runtime/kernel/op_info.h"
@@ -34,11 +34,16 @@ struct Buffer {
   }
 };
 
-// EMBER_CPU_TARGET=AVX2: before any benchmark runs.
+// EMBER_CPU_TARGET: before any benchmark runs.
 const bool kTargetForced = [] {
   const char* target = std::getenv("EMBER_CPU_TARGET");
-  if (target == nullptr || strcasecmp(target, "AVX2") != 0) return false;
-  hwy::SetSupportedTargetsForTest(HWY_AVX2);
+  if (target == nullptr) return false;
+  ErrorContext ctx;
+  if (!kernels::set_cpu_target(target, &ctx).is_ok()) {
+    std::fprintf(stderr, "ember_bench_kernels: %s\n", ctx.message);
+    std::exit(2);
+  }
+  std::fprintf(stderr, "cpu kernels: %s\n", kernels::cpu_target());
   return true;
 }();
 
