@@ -34,8 +34,9 @@ struct Buffer {
   }
 };
 
-// EMBER_CPU_TARGET: before any benchmark runs.
-const bool kTargetForced = [] {
+// EMBER_CPU_TARGET, applied by the first benchmark that runs (not by a static initializer: Highway's
+// own statics may not be initialized yet then, and would undo it).
+bool force_target() {
   const char* target = std::getenv("EMBER_CPU_TARGET");
   if (target == nullptr) return false;
   ErrorContext ctx;
@@ -45,7 +46,7 @@ const bool kTargetForced = [] {
   }
   std::fprintf(stderr, "cpu kernels: %s\n", kernels::cpu_target());
   return true;
-}();
+}
 
 ThreadPool* pool_for(int64_t threads) {
   static FixedThreadPool pool2(2);
@@ -54,6 +55,8 @@ ThreadPool* pool_for(int64_t threads) {
 
 void run_op(benchmark::State& state, OpCode op, KernelFn fn, const OpAttrs& attrs,
             std::vector<TensorView> inputs, double flops, int64_t threads, ScratchFn scratch_fn = nullptr) {
+  static const bool forced = force_target();
+  (void)forced;
   TensorView out;
   ErrorContext err;
   if (!find_op_info(op)->shape(attrs, inputs.data(), inputs.size(), &out, 1,
