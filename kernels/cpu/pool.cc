@@ -83,11 +83,10 @@ HWY_INLINE float PoolPoint(const PoolPlan& p, const float* plane, int64_t oh, in
   return count > 0 ? acc / static_cast<float>(count) : 0.0f;
 }
 
-template <bool kMax, bool kStrided>
-HWY_INLINE void PoolChunk(const PoolPlan& p, const float* plane, int64_t oh, int64_t ow0,
+template <bool kMax, bool kStrided, class D>
+HWY_INLINE void PoolChunk(D d, const PoolPlan& p, const float* plane, int64_t oh, int64_t ow0,
                           float divisor, float* dst) {
-  const hn::ScalableTag<float> d;
-  const hn::RebindToSigned<decltype(d)> di;
+  const hn::RebindToSigned<D> di;
   using V = hn::Vec<decltype(d)>;
   const auto gather_idx = hn::Mul(hn::Iota(di, 0), hn::Set(di, static_cast<int32_t>(p.sw)));
   V acc = kMax ? hn::Set(d, -std::numeric_limits<float>::infinity()) : hn::Zero(d);
@@ -114,17 +113,34 @@ HWY_INLINE void PoolChunk(const PoolPlan& p, const float* plane, int64_t oh, int
   hn::StoreU(acc, d, dst + ow0);
 }
 
+// Interior columns [lo, hi) in vectors of d's lanes (at least one whole vector: the last partial
+// one is shifted back to end at hi, recomputing a few columns identically).
+template <bool kMax, bool kStrided, class D>
+HWY_INLINE void PoolInterior(D d, const PoolPlan& p, const float* plane, int64_t oh, int64_t lo, int64_t hi,
+                             float divisor, float* dst) {
+  const int64_t lanes = static_cast<int64_t>(hn::Lanes(d));
+  int64_t x = lo;
+  for (; x + lanes <= hi; x += lanes) PoolChunk<kMax, kStrided>(d, p, plane, oh, x, divisor, dst);
+  if (x < hi) PoolChunk<kMax, kStrided>(d, p, plane, oh, hi - lanes, divisor, dst);
+}
+
 template <bool kMax, bool kStrided>
 void PoolUnits(const PoolPlan& p, size_t begin, size_t end) {
+  // Rows narrower than a full vector (ResNet's 16- and 56-wide maps on AVX-512's 16 lanes) take
+  // 8- or 4-lane vectors rather than the per-point path; every lane computes the same sequence, so
+  // the results do not depend on the width.
   const hn::ScalableTag<float> d;
+  const hn::CappedTag<float, 8> d8;
+  const hn::CappedTag<float, 4> d4;
   const int64_t lanes = static_cast<int64_t>(hn::Lanes(d));
+  const int64_t lanes8 = static_cast<int64_t>(hn::Lanes(d8)), lanes4 = static_cast<int64_t>(hn::Lanes(d4));
   for (size_t u = begin; u < end; ++u) {
     const int64_t oh = static_cast<int64_t>(u) % p.oh;
     const int64_t plane_index = static_cast<int64_t>(u) / p.oh;
     const float* plane = p.in + plane_index * p.h * p.w;
     float* dst = p.out + (plane_index * p.oh + oh) * p.ow;
     int64_t lo = p.ow_lo, hi = p.ow_hi;
-    if (hi - lo < lanes) lo = hi = p.ow_hi;
+    if (hi - lo < lanes4) lo = hi = p.ow_hi;
     float divisor = 1.0f;
     if (!kMax) {  // interior columns: every kw tap is inside the input
       int64_t rows, rows_padded;
@@ -132,10 +148,14 @@ void PoolUnits(const PoolPlan& p, size_t begin, size_t end) {
       divisor = static_cast<float>((p.count_include_pad ? rows_padded : rows) * p.kw);
       if (divisor == 0.0f) lo = hi = p.ow_hi;  // no valid row: let PoolPoint write 0
     }
-    int64_t x = lo;
-    for (; x + lanes <= hi; x += lanes) PoolChunk<kMax, kStrided>(p, plane, oh, x, divisor, dst);
-    if (x < hi) PoolChunk<kMax, kStrided>(p, plane, oh, hi - lanes, divisor, dst);
-    for (x = 0; x < p.ow; ++x) {
+    if (hi - lo >= lanes) {
+      PoolInterior<kMax, kStrided>(d, p, plane, oh, lo, hi, divisor, dst);
+    } else if (hi - lo >= lanes8) {
+      PoolInterior<kMax, kStrided>(d8, p, plane, oh, lo, hi, divisor, dst);
+    } else if (hi > lo) {
+      PoolInterior<kMax, kStrided>(d4, p, plane, oh, lo, hi, divisor, dst);
+    }
+    for (int64_t x = 0; x < p.ow; ++x) {
       if (x == lo) x = hi;
       if (x >= p.ow) break;
       dst[x] = PoolPoint(p, plane, oh, x);

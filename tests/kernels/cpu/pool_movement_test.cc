@@ -34,6 +34,11 @@ const PoolCase kPoolCases[] = {
     {"narrow", 1, 2, 5, 3, {2, 2}, {1, 1}, {1, 1, 1, 1}, {1, 1}, true, false},
     {"resnet stem", 1, 8, 56, 56, {3, 3}, {2, 2}, {1, 1, 1, 1}, {1, 1}, false, false},
     {"1x1", 1, 3, 4, 19, {1, 1}, {1, 1}, {0, 0, 0, 0}, {1, 1}, false, false},
+    // Interiors narrower than a full vector: 8- and 4-lane vectors (pool.cc PoolUnits).
+    {"resnet 32 s2 (15 interior)", 1, 4, 32, 32, {3, 3}, {2, 2}, {1, 1, 1, 1}, {1, 1}, false, false},
+    {"11 wide s1 (9 interior)", 1, 2, 6, 11, {3, 3}, {1, 1}, {1, 1, 1, 1}, {1, 1}, false, true},
+    {"6 wide s1 (4 interior)", 1, 2, 5, 6, {3, 3}, {1, 1}, {1, 1, 1, 1}, {1, 1}, false, false},
+    {"13 wide s2 (5 interior)", 2, 3, 9, 13, {3, 3}, {2, 2}, {1, 1, 1, 1}, {1, 1}, false, true},
 };
 
 using PoolTest = TargetTest;
