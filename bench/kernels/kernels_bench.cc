@@ -95,7 +95,8 @@ void BM_Linear(benchmark::State& state) {
   OpAttrs attrs;
   attrs.kind = AttrKind::Linear;
   run_op(state, OpCode::Linear, kCpu ? kernels::cpu::linear : kernels::reference::linear, attrs,
-         {x.view, w.view, bias.view}, 2.0 * m * k * n, kCpu ? state.range(3) : 1);
+         {x.view, w.view, bias.view}, 2.0 * m * k * n, kCpu ? state.range(3) : 1,
+         kCpu ? kernels::cpu::linear_scratch : nullptr);
 }
 
 template <bool kCpu>
@@ -131,8 +132,12 @@ void BM_Conv(benchmark::State& state) {
 BENCHMARK_TEMPLATE(BM_Add, true)->ArgNames({"n", "threads"})->Args({1 << 20, 1})->Args({1 << 20, 2})->UseRealTime();
 BENCHMARK_TEMPLATE(BM_Add, false)->ArgNames({"n"})->Args({1 << 20})->UseRealTime();
 BENCHMARK_TEMPLATE(BM_Linear, true)->ArgNames({"m", "k", "n", "threads"})
-    ->Args({1, 4096, 4096, 1})->Args({1, 4096, 4096, 2})
-    ->Args({64, 1024, 1024, 1})->Args({64, 1024, 1024, 2})->Unit(benchmark::kMillisecond)->UseRealTime();
+    ->Args({1, 4096, 4096, 1})->Args({1, 4096, 4096, 2})->Args({1, 1024, 1024, 1})->Args({4, 1024, 1024, 1})
+    ->Args({64, 1024, 1024, 1})->Args({64, 1024, 1024, 2})
+    // BERT-base seq 128 (QKV/out, FFN up, FFN down) and ViT-B/16 (197 tokens, FFN up).
+    ->ArgsProduct({{128}, {768}, {768, 3072}, {1, 2}})->ArgsProduct({{128}, {3072}, {768}, {1, 2}})
+    ->ArgsProduct({{197}, {768}, {3072}, {1, 2}})
+    ->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK_TEMPLATE(BM_Linear, false)->ArgNames({"m", "k", "n"})
     ->Args({1, 4096, 4096})->Args({64, 1024, 1024})->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK_TEMPLATE(BM_MatMul, true)->ArgNames({"m", "k", "n", "threads"})

@@ -1,5 +1,6 @@
 // f32 GEMMs: matmul (A [M, K] x B [K, N], batched with broadcasting) and linear (x [M, K] times
-// w [N, K] transposed, plus an optional bias). No packing, no scratch.
+// w [N, K] transposed, plus an optional bias). No packing, no scratch: linear given linear_scratch's
+// bytes runs linear_packed.cc's packed GEMM instead; the tiles here serve direct calls without.
 //
 // matmul: register-blocked outer products. A micro-tile of kMr rows x 2 vectors of columns keeps
 // 2*kMr accumulators; each k broadcasts A[i, k] and loads two vectors of row k of B.
@@ -190,6 +191,14 @@ namespace {
 
 constexpr double kMinParallelFlops = 1 << 18;
 
+}  // namespace
+
+// linear_packed.cc: the packed path, given linear_scratch's bytes in ctx.scratch (false: too few).
+bool linear_packed(KernelContext& ctx, const float* x, const float* w, const float* bias, float* c,
+                   int64_t m, int64_t n, int64_t k);
+
+namespace {
+
 void matmul_units(const void* plan, size_t begin, size_t end) {
   EMBER_HWY_DISPATCH(matmul_f32_impl)(*static_cast<const GemmPlan*>(plan), begin, end);
 }
@@ -286,6 +295,7 @@ void linear(KernelContext& ctx, const OpAttrs&, const TensorView* inputs, size_t
       for (int64_t j = 0; j < p.n; ++j) p.c[i * p.n + j] = p.bias != nullptr ? p.bias[j] : 0.0f;
     return;
   }
+  if (cpu_detail::linear_packed(ctx, p.a, p.b, p.bias, p.c, p.m, p.n, p.k)) return;
   cpu_detail::set_tiles(p, 64, 64);
   cpu_detail::run_gemm(ctx, p, 1, cpu_detail::linear_units);
 }

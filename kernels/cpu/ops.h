@@ -3,7 +3,7 @@
 // function. None of them allocates, throws or fails. Large ops split work over ctx.pool by output
 // rows / channels / N, never over a reduction axis, so results are bitwise identical for any thread
 // count; GEMM and convolution also give each output element the same computation whatever M or the
-// batch is (batch invariance). Only the quantized linears, conv2d and sample use ctx.scratch
+// batch is (batch invariance). Only linear, the quantized linears, conv2d and sample use ctx.scratch
 // (registered ScratchFns).
 #pragma once
 
@@ -31,6 +31,11 @@ EMBER_CPU_KERNEL(tanh);
 // f32 GEMMs (gemm.cc).
 EMBER_CPU_KERNEL(matmul);
 EMBER_CPU_KERNEL(linear);
+// f32 linear's scratch: x packed in panels (up to 256 rows at a time; linear_packed.cc). Given less
+// (a direct call without scratch), linear runs unpacked dot-product tiles (gemm.cc), also batch
+// invariant but not bitwise equal to the packed path.
+size_t linear_scratch(const OpAttrs& attrs, const TensorView* inputs, size_t input_count,
+                      const TensorView* outputs, size_t output_count, size_t threads);
 // linear with a quantized weight (inputs[1].quant): FP8 (any f32-scale block, W8A8 too), MXFP8,
 // NVFP4 on quantized_linear.h's kernels; its scratch need comes from linear_quantized_scratch.
 EMBER_CPU_KERNEL(linear_quantized);

@@ -56,9 +56,9 @@ Status register_cpu_kernels(KernelRegistry& r) {
   EMBER_RETURN_IF_ERROR(add(r, OpCode::Tanh, cpu::tanh, {F, F}));
   EMBER_RETURN_IF_ERROR(add(r, OpCode::MatMul, cpu::matmul, {F, F, F}));
 
-  EMBER_RETURN_IF_ERROR(add(r, OpCode::Linear, cpu::linear, {F, F, F, F}));
-  EMBER_RETURN_IF_ERROR(add(r, OpCode::Linear, cpu::linear, {F, F, X, F}));
-  EMBER_RETURN_IF_ERROR(add(r, OpCode::Linear, cpu::linear, {F, F, F}));
+  EMBER_RETURN_IF_ERROR(add(r, OpCode::Linear, cpu::linear, {F, F, F, F}, cpu::linear_scratch));
+  EMBER_RETURN_IF_ERROR(add(r, OpCode::Linear, cpu::linear, {F, F, X, F}, cpu::linear_scratch));
+  EMBER_RETURN_IF_ERROR(add(r, OpCode::Linear, cpu::linear, {F, F, F}, cpu::linear_scratch));
   constexpr ScalarType F8 = ScalarType::F8E4M3FN, F4 = ScalarType::F4E2M1;
   for (auto [w, layout] : {std::pair{F8, QuantLayout::PerTensor}, std::pair{F8, QuantLayout::PerChannel},
                            std::pair{F8, QuantLayout::Block2d}, std::pair{F8, QuantLayout::Mx},
@@ -145,6 +145,9 @@ Status register_cpu_kernels(KernelRegistry& r) {
 size_t cpu_scratch_bytes(OpCode op, const OpAttrs& attrs, const TensorView* inputs, size_t input_count,
                          const TensorView* outputs, size_t output_count) {
   if (op == OpCode::Conv2d) return cpu::conv2d_scratch(attrs, inputs, input_count, outputs, output_count, 1);
+  if (op == OpCode::Linear && input_count > 0) {
+    return cpu::linear_scratch(attrs, inputs, input_count, outputs, output_count, 1);
+  }
   return 0;
 }
 
