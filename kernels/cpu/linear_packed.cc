@@ -19,6 +19,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "hwy/cache_control.h"
 #include "kernels/cpu/hwy_util-inl.h"
 
 #ifndef EMBER_KERNELS_CPU_LINEAR_PACKED_RUN_
@@ -32,6 +33,7 @@ namespace ember::kernels::cpu_detail {
 // narrower targets' panels divide it).
 constexpr int64_t kLinearMc = 256;
 constexpr int64_t kLinearMaxNr = 32;
+constexpr int64_t kLinearKc = 256;  // reduction rows per block of a panel (32 KiB at 2 x 16 lanes)
 constexpr size_t kLinearAlign = 64;
 
 struct LinearRun {
@@ -89,48 +91,61 @@ void LinearPack(const LinearRun& run, size_t p_begin, size_t p_end) {
   }
 }
 
-// Features [n0, n0 + kRows) x tokens [t0, t0 + tokens) of C, tokens <= kNv * lanes: a chain over
-// all of K per element, stored transposed.
+// Features [n0, n0 + kRows) x the panel's tokens (<= kNv * lanes) over reduction rows [k0, k0 + kc):
+// from 0 when `first`, else from the partial sums in `part` (row r at part + r * kLinearMaxNr);
+// then back into `part`, or when `last` + bias and stored transposed into C (token t's kRows
+// consecutive features at c + t * ldc).
 template <int kRows, int kNv>
-HWY_NOINLINE void LinearPackedMicro(const float* HWY_RESTRICT w, int64_t k_count,
-                                    const float* HWY_RESTRICT bp, int64_t nr, const float* bias,
-                                    float* HWY_RESTRICT c, int64_t ldc, size_t tokens) {
+HWY_NOINLINE void LinearPackedMicro(const float* HWY_RESTRICT w, int64_t ldw, int64_t kc,
+                                    const float* HWY_RESTRICT bp, int64_t nr, float* HWY_RESTRICT part,
+                                    bool first, bool last, const float* bias, float* HWY_RESTRICT c,
+                                    int64_t ldc, size_t tokens) {
   const LinearTag d;
   using V = hn::Vec<decltype(d)>;
   const size_t lanes = hn::Lanes(d);
   V acc[kRows][kNv];
-  for (int r = 0; r < kRows; ++r)
-    for (int v = 0; v < kNv; ++v) acc[r][v] = hn::Zero(d);
-  for (int64_t k = 0; k < k_count; ++k) {
-    V b[kNv];
-    for (int v = 0; v < kNv; ++v) b[v] = hn::LoadU(d, bp + k * nr + v * lanes);
-    for (int r = 0; r < kRows; ++r) {
-      const V av = hn::Set(d, w[r * k_count + k]);
-      for (int v = 0; v < kNv; ++v) acc[r][v] = hn::MulAdd(av, b[v], acc[r][v]);
+  for (int r = 0; r < kRows; ++r) {
+    for (int v = 0; v < kNv; ++v) {
+      acc[r][v] = first ? hn::Zero(d) : hn::Load(d, part + r * cpu_detail::kLinearMaxNr + v * lanes);
     }
   }
-  HWY_ALIGN float tile[kRows][kNv * 16];
+  // w comes from memory once per call (on the first panel): each line of the next reduction block
+  // of these rows is prefetched while this block runs.
+  for (int64_t k0 = 0; k0 < kc; k0 += 16) {
+    for (int r = 0; r < kRows; ++r) hwy::Prefetch(w + r * ldw + k0 + cpu_detail::kLinearKc);
+    const int64_t k1 = k0 + 16 < kc ? k0 + 16 : kc;
+    for (int64_t k = k0; k < k1; ++k) {
+      V b[kNv];
+      for (int v = 0; v < kNv; ++v) b[v] = hn::LoadU(d, bp + k * nr + v * lanes);
+      for (int r = 0; r < kRows; ++r) {
+        const V av = hn::Set(d, w[r * ldw + k]);
+        for (int v = 0; v < kNv; ++v) acc[r][v] = hn::MulAdd(av, b[v], acc[r][v]);
+      }
+    }
+  }
   for (int r = 0; r < kRows; ++r)
-    for (int v = 0; v < kNv; ++v) hn::Store(acc[r][v], d, tile[r] + v * lanes);
+    for (int v = 0; v < kNv; ++v) hn::Store(acc[r][v], d, part + r * cpu_detail::kLinearMaxNr + v * lanes);
+  if (!last) return;
   for (size_t t = 0; t < tokens; ++t) {
     float* dst = c + static_cast<int64_t>(t) * ldc;
     if (bias != nullptr) {
-      for (int r = 0; r < kRows; ++r) dst[r] = tile[r][t] + bias[r];
+      for (int r = 0; r < kRows; ++r) dst[r] = part[r * cpu_detail::kLinearMaxNr + t] + bias[r];
     } else {
-      for (int r = 0; r < kRows; ++r) dst[r] = tile[r][t];
+      for (int r = 0; r < kRows; ++r) dst[r] = part[r * cpu_detail::kLinearMaxNr + t];
     }
   }
 }
 
 template <int kNv>
-HWY_INLINE void LinearPackedRows(int rows, const float* w, int64_t k, const float* bp, int64_t nr,
-                                 const float* bias, float* c, int64_t ldc, size_t tokens) {
+HWY_INLINE void LinearPackedRows(int rows, const float* w, int64_t ldw, int64_t kc, const float* bp,
+                                 int64_t nr, float* part, bool first, bool last, const float* bias,
+                                 float* c, int64_t ldc, size_t tokens) {
   switch (rows) {
-#define EMBER_LINEAR_ROWS_CASE(R)                                          \
-  case R:                                                                  \
-    if constexpr (R <= kLinearMr) {                                        \
-      LinearPackedMicro<R, kNv>(w, k, bp, nr, bias, c, ldc, tokens);       \
-    }                                                                      \
+#define EMBER_LINEAR_ROWS_CASE(R)                                                              \
+  case R:                                                                                      \
+    if constexpr (R <= kLinearMr) {                                                            \
+      LinearPackedMicro<R, kNv>(w, ldw, kc, bp, nr, part, first, last, bias, c, ldc, tokens);  \
+    }                                                                                          \
     break;
     EMBER_LINEAR_ROWS_CASE(1)
     EMBER_LINEAR_ROWS_CASE(2)
@@ -307,20 +322,29 @@ void LinearCompute(const LinearRun& run, size_t b_begin, size_t b_end) {
       few_end = FewTokens(run.w, run.k, run.x + (run.m0 + t0) * run.k, last_tokens, run.bias,
                           run.c + (run.m0 + t0) * run.n, run.n, n_begin, n_end);
     }
-    for (int64_t n0 = n_begin; n0 < n_end; n0 += kLinearMr) {
-      const int rows = static_cast<int>(n_end - n0 < kLinearMr ? n_end - n0 : kLinearMr);
-      const float* w = run.w + n0 * run.k;
-      const float* bias = run.bias != nullptr ? run.bias + n0 : nullptr;
-      for (int64_t p = 0; p < run.panels; ++p) {
-        if (last_few && p == run.panels - 1 && n0 + rows <= few_end) continue;
-        const int64_t t0 = p * nr;
-        const int64_t tokens = run.rows - t0 < nr ? run.rows - t0 : nr;
-        const float* bp = run.packed + p * run.k * nr;
-        float* c = run.c + (run.m0 + t0) * run.n + n0;
-        if (tokens > lanes) {
-          LinearPackedRows<2>(rows, w, run.k, bp, nr, bias, c, run.n, size_t(tokens));
-        } else {
-          LinearPackedRows<1>(rows, w, run.k, bp, nr, bias, c, run.n, size_t(tokens));
+    // Panel by panel, reduction block by block, so a panel's block (kLinearKc x 2 vectors) stays
+    // in L1 while the block of w rows passes over it; partial sums wait in `part`.
+    HWY_ALIGN float part[8 * kLinearMr * cpu_detail::kLinearMaxNr];
+    for (int64_t p = 0; p < run.panels; ++p) {
+      const int64_t t0 = p * nr;
+      const int64_t tokens = run.rows - t0 < nr ? run.rows - t0 : nr;
+      const int64_t n_first = last_few && p == run.panels - 1 ? few_end : n_begin;
+      if (n_first >= n_end) continue;
+      float* c = run.c + (run.m0 + t0) * run.n;
+      for (int64_t k0 = 0; k0 < run.k; k0 += cpu_detail::kLinearKc) {
+        const int64_t kc = run.k - k0 < cpu_detail::kLinearKc ? run.k - k0 : cpu_detail::kLinearKc;
+        const bool first = k0 == 0, last = k0 + kc == run.k;
+        const float* bp = run.packed + p * run.k * nr + k0 * nr;
+        for (int64_t n0 = n_first; n0 < n_end; n0 += kLinearMr) {
+          const int rows = static_cast<int>(n_end - n0 < kLinearMr ? n_end - n0 : kLinearMr);
+          const float* w = run.w + n0 * run.k + k0;
+          const float* bias = run.bias != nullptr ? run.bias + n0 : nullptr;
+          float* pt = part + (n0 - n_first) * cpu_detail::kLinearMaxNr;
+          if (tokens > lanes) {
+            LinearPackedRows<2>(rows, w, run.k, kc, bp, nr, pt, first, last, bias, c + n0, run.n, size_t(tokens));
+          } else {
+            LinearPackedRows<1>(rows, w, run.k, kc, bp, nr, pt, first, last, bias, c + n0, run.n, size_t(tokens));
+          }
         }
       }
     }
