@@ -109,18 +109,12 @@ HWY_NOINLINE void LinearPackedMicro(const float* HWY_RESTRICT w, int64_t ldw, in
       acc[r][v] = first ? hn::Zero(d) : hn::Load(d, part + r * cpu_detail::kLinearMaxNr + v * lanes);
     }
   }
-  // w comes from memory once per call (on the first panel): each line of the next reduction block
-  // of these rows is prefetched while this block runs.
-  for (int64_t k0 = 0; k0 < kc; k0 += 16) {
-    for (int r = 0; r < kRows; ++r) hwy::Prefetch(w + r * ldw + k0 + cpu_detail::kLinearKc);
-    const int64_t k1 = k0 + 16 < kc ? k0 + 16 : kc;
-    for (int64_t k = k0; k < k1; ++k) {
-      V b[kNv];
-      for (int v = 0; v < kNv; ++v) b[v] = hn::LoadU(d, bp + k * nr + v * lanes);
-      for (int r = 0; r < kRows; ++r) {
-        const V av = hn::Set(d, w[r * ldw + k]);
-        for (int v = 0; v < kNv; ++v) acc[r][v] = hn::MulAdd(av, b[v], acc[r][v]);
-      }
+  for (int64_t k = 0; k < kc; ++k) {
+    V b[kNv];
+    for (int v = 0; v < kNv; ++v) b[v] = hn::LoadU(d, bp + k * nr + v * lanes);
+    for (int r = 0; r < kRows; ++r) {
+      const V av = hn::Set(d, w[r * ldw + k]);
+      for (int v = 0; v < kNv; ++v) acc[r][v] = hn::MulAdd(av, b[v], acc[r][v]);
     }
   }
   for (int r = 0; r < kRows; ++r)
@@ -325,6 +319,19 @@ void LinearCompute(const LinearRun& run, size_t b_begin, size_t b_end) {
     // Panel by panel, reduction block by block, so a panel's block (kLinearKc x 2 vectors) stays
     // in L1 while the block of w rows passes over it; partial sums wait in `part`.
     HWY_ALIGN float part[8 * kLinearMr * cpu_detail::kLinearMaxNr];
+    // w is read from memory once per call, by the block's first panel; the next block's rows are
+    // prefetched a few lines per micro-kernel call meanwhile, so that burst does not stall on DRAM.
+    const char* pf = nullptr;
+    const char* pf_end = nullptr;
+    int64_t pf_step = 0;
+    if (b + 1 < b_end) {
+      const int64_t next_end = n_end + run.n_block < run.n ? n_end + run.n_block : run.n;
+      pf = reinterpret_cast<const char*>(run.w + n_end * run.k);
+      pf_end = reinterpret_cast<const char*>(run.w + next_end * run.k);
+      const int64_t calls = run.panels * ((run.k + cpu_detail::kLinearKc - 1) / cpu_detail::kLinearKc) *
+                            ((n_end - n_begin + kLinearMr - 1) / kLinearMr);
+      pf_step = ((pf_end - pf) / 64 + calls - 1) / calls;
+    }
     for (int64_t p = 0; p < run.panels; ++p) {
       const int64_t t0 = p * nr;
       const int64_t tokens = run.rows - t0 < nr ? run.rows - t0 : nr;
@@ -340,6 +347,7 @@ void LinearCompute(const LinearRun& run, size_t b_begin, size_t b_end) {
           const float* w = run.w + n0 * run.k + k0;
           const float* bias = run.bias != nullptr ? run.bias + n0 : nullptr;
           float* pt = part + (n0 - n_first) * cpu_detail::kLinearMaxNr;
+          for (int64_t i = 0; i < pf_step && pf < pf_end; ++i, pf += 64) hwy::Prefetch(pf);
           if (tokens > lanes) {
             LinearPackedRows<2>(rows, w, run.k, kc, bp, nr, pt, first, last, bias, c + n0, run.n, size_t(tokens));
           } else {
