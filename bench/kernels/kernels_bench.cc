@@ -144,8 +144,8 @@ BENCHMARK_TEMPLATE(BM_MatMul, true)->ArgNames({"m", "k", "n", "threads"})
     ->Args({64, 1024, 1024, 1})->Args({64, 1024, 1024, 2})->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK_TEMPLATE(BM_MatMul, false)->ArgNames({"m", "k", "n"})
     ->Args({64, 1024, 1024})->Unit(benchmark::kMillisecond)->UseRealTime();
-// ResNet-18 3x3 at 56x56 and at 7x7, MobileNetV2 pointwise 96->576, depthwise 3x3 at 56x56 and
-// 7x7 (MobileNetV3's 960), the ResNet 7x7/2 stem.
+// ResNet-18 3x3 at 56x56 and at 7x7, MobileNetV2 pointwise 96->576, depthwise 3x3 at 56x56,
+// stride 2 at 112x112 (MobileNetV2's block 2) and 7x7 (MobileNetV3's 960), the ResNet 7x7/2 stem.
 #define EMBER_CONV_CASES(kind)                                                 \
   BENCHMARK_TEMPLATE(BM_Conv, kind)                                            \
       ->ArgNames({"c", "h", "o", "k", "s", "g", "threads"})                    \
@@ -153,6 +153,7 @@ BENCHMARK_TEMPLATE(BM_MatMul, false)->ArgNames({"m", "k", "n"})
       ->ArgsProduct({{512}, {7}, {512}, {3}, {1}, {1}, {1, 2}})                \
       ->ArgsProduct({{96}, {14}, {576}, {1}, {1}, {1}, {1, 2}})                \
       ->ArgsProduct({{144}, {56}, {144}, {3}, {1}, {144}, {1, 2}})             \
+      ->ArgsProduct({{96}, {112}, {96}, {3}, {2}, {96}, {1, 2}})               \
       ->ArgsProduct({{960}, {7}, {960}, {3}, {1}, {960}, {1, 2}})              \
       ->ArgsProduct({{3}, {224}, {64}, {7}, {2}, {1}, {1, 2}})                 \
       ->Unit(benchmark::kMillisecond)                                          \

@@ -265,67 +265,93 @@ void ConvGemmUnit(const ConvRun& run, size_t u, float* HWY_RESTRICT buf) {
   if (p.pt | p.pl | p.pb | p.pr) FixNaN(p, n, oc0, m1 - m0, q0, q0 + cols);
 }
 
-// Depthwise: q in [0, count) of the padded grid, taps unrolled when kKh / kKw are nonzero.
-template <int kKh, int kKw>
-HWY_INLINE void DepthwiseRows(const ConvPlan& p, const float* HWY_RESTRICT plane, int64_t wp,
+// Depthwise: q in [0, count) of the phase grid, taps (offsets into the phase planes) unrolled when
+// kTaps is nonzero.
+template <int kTaps>
+HWY_INLINE void DepthwiseRows(const float* HWY_RESTRICT plane, const int64_t* tap_off, int64_t taps,
                               const float* HWY_RESTRICT wc, int64_t count, float* HWY_RESTRICT outq) {
   const ConvTag d;
   using V = hn::Vec<decltype(d)>;
   const int64_t lanes = static_cast<int64_t>(hn::Lanes(d));
-  const int64_t kh = kKh != 0 ? kKh : p.kh, kw = kKw != 0 ? kKw : p.kw;
-  const int64_t row_step = p.dh * wp;
+  const int64_t tap_count = kTaps != 0 ? kTaps : taps;
   constexpr int kNv = 4;
   for (int64_t q = 0; q < count; q += kNv * lanes) {
     V acc[kNv];
     for (int v = 0; v < kNv; ++v) acc[v] = hn::Zero(d);
-    for (int64_t i = 0; i < kh; ++i) {
-      const float* src = plane + q + i * row_step;
-      for (int64_t j = 0; j < kw; ++j) {
-        const V wv = hn::Set(d, wc[i * kw + j]);
-        for (int v = 0; v < kNv; ++v) {
-          acc[v] = hn::MulAdd(hn::LoadU(d, src + j * p.dw + v * lanes), wv, acc[v]);
-        }
-      }
+    for (int64_t t = 0; t < tap_count; ++t) {
+      const float* src = plane + tap_off[t] + q;
+      const V wv = hn::Set(d, wc[t]);
+      for (int v = 0; v < kNv; ++v) acc[v] = hn::MulAdd(hn::LoadU(d, src + v * lanes), wv, acc[v]);
     }
     for (int v = 0; v < kNv; ++v) hn::StoreU(acc[v], d, outq + q + v * lanes);
+  }
+}
+
+// The zero-padded plane's phases (see conv_dw_plane_floats): phase (pi, pj) row a, column b holds
+// padded row a s + pi, column b s + pj, i.e. input (a s + pi - pt, b s + pj - pl) or 0 outside.
+HWY_INLINE void DepthwisePlanes(const ConvPlan& p, const float* HWY_RESTRICT in_c, int64_t hq, int64_t wq,
+                                float* HWY_RESTRICT plane) {
+  const int64_t s = p.sh;
+  for (int64_t pi = 0; pi < s; ++pi) {
+    for (int64_t pj = 0; pj < s; ++pj) {
+      float* phase = plane + (pi * s + pj) * hq * wq;
+      // Columns b with 0 <= b s + pj - pl < W: [b_lo, b_hi).
+      int64_t b_lo = p.pl - pj > 0 ? (p.pl - pj + s - 1) / s : 0;
+      int64_t b_hi = p.w_in + p.pl - pj > 0 ? (p.w_in + p.pl - pj + s - 1) / s : 0;
+      if (b_hi > wq) b_hi = wq;
+      if (b_lo > b_hi) b_lo = b_hi;
+      for (int64_t a = 0; a < hq; ++a) {
+        float* dst = phase + a * wq;
+        const int64_t ih = a * s + pi - p.pt;
+        if (ih < 0 || ih >= p.h) {
+          std::memset(dst, 0, size_t(wq) * sizeof(float));
+          continue;
+        }
+        const float* row = in_c + ih * p.w_in + pj - p.pl;  // column b reads row[b s]
+        for (int64_t b = 0; b < b_lo; ++b) dst[b] = 0.0f;
+        if (s == 1) {
+          std::memcpy(dst + b_lo, row + b_lo, size_t(b_hi - b_lo) * sizeof(float));
+        } else {
+          for (int64_t b = b_lo; b < b_hi; ++b) dst[b] = row[b * s];
+        }
+        for (int64_t b = b_hi; b < wq; ++b) dst[b] = 0.0f;
+      }
+    }
   }
 }
 
 void ConvDepthwiseUnit(const ConvRun& run, size_t u, float* HWY_RESTRICT buf) {
   const ConvPlan& p = run.p;
   const int64_t n = static_cast<int64_t>(u) / p.c, ch = static_cast<int64_t>(u) % p.c;
-  const int64_t wp = p.ow + (p.kw - 1) * p.dw, hp = p.oh + (p.kh - 1) * p.dh;
+  const int64_t wq = cpu_detail::conv_dw_wq(p), hq = cpu_detail::conv_dw_hq(p), s = p.sh;
   float* plane = buf;
-  float* outq = buf + cpu_detail::conv_dw_plane_floats(p);
-  const float* in_c = p.in + (n * p.c + ch) * p.h * p.w_in;
-  // Plane row r holds input row r - pt at columns [pl, pl + W); the rest (and the slack) is 0.
   const int64_t plane_floats = cpu_detail::conv_dw_plane_floats(p);
-  for (int64_t r = 0; r < hp; ++r) {
-    float* dst = plane + r * wp;
-    const int64_t ih = r - p.pt;
-    if (ih < 0 || ih >= p.h) {
-      std::memset(dst, 0, size_t(wp) * sizeof(float));
-      continue;
+  float* outq = buf + plane_floats;
+  const float* in_c = p.in + (n * p.c + ch) * p.h * p.w_in;
+  DepthwisePlanes(p, in_c, hq, wq, plane);
+  std::memset(plane + s * s * hq * wq, 0, size_t(plane_floats - s * s * hq * wq) * sizeof(float));
+  // Tap (i, j): phase (i % s, j % s) at (i / s) Wq + j / s; stride 1: i dh Wq + j dw.
+  int64_t tap_off[cpu_detail::kMaxDepthwiseTaps];
+  const int64_t taps = p.kh * p.kw;
+  for (int64_t i = 0; i < p.kh; ++i) {
+    for (int64_t j = 0; j < p.kw; ++j) {
+      tap_off[i * p.kw + j] = s == 1 ? i * p.dh * wq + j * p.dw
+                                     : ((i % s) * s + j % s) * hq * wq + (i / s) * wq + j / s;
     }
-    const int64_t copy = p.w_in < wp - p.pl ? p.w_in : wp - p.pl;  // wp - pl = W + pr >= W
-    std::memset(dst, 0, size_t(p.pl) * sizeof(float));
-    std::memcpy(dst + p.pl, in_c + ih * p.w_in, size_t(copy) * sizeof(float));
-    for (int64_t t = p.pl + copy; t < wp; ++t) dst[t] = 0.0f;
   }
-  std::memset(plane + hp * wp, 0, size_t(plane_floats - hp * wp) * sizeof(float));
-  const float* wc = p.w + ch * p.kh * p.kw;
-  const int64_t count = p.oh * wp;
-  if (p.kh == 3 && p.kw == 3) {
-    DepthwiseRows<3, 3>(p, plane, wp, wc, count, outq);
-  } else if (p.kh == 5 && p.kw == 5) {
-    DepthwiseRows<5, 5>(p, plane, wp, wc, count, outq);
+  const float* wc = p.w + ch * taps;
+  const int64_t count = p.oh * wq;
+  if (taps == 9) {
+    DepthwiseRows<9>(plane, tap_off, taps, wc, count, outq);
+  } else if (taps == 25) {
+    DepthwiseRows<25>(plane, tap_off, taps, wc, count, outq);
   } else {
-    DepthwiseRows<0, 0>(p, plane, wp, wc, count, outq);
+    DepthwiseRows<0>(plane, tap_off, taps, wc, count, outq);
   }
   float* out = p.out + (n * p.c + ch) * p.oh * p.ow;
   const float b = p.bias != nullptr ? p.bias[ch] : 0.0f;
   for (int64_t oh = 0; oh < p.oh; ++oh) {
-    const float* src = outq + oh * wp;
+    const float* src = outq + oh * wq;
     float* dst = out + oh * p.ow;
     if (p.bias != nullptr) {
       for (int64_t t = 0; t < p.ow; ++t) dst[t] = src[t] + b;

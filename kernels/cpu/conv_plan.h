@@ -20,6 +20,7 @@ constexpr int64_t kConvNc = 256;
 constexpr int64_t kConvMaxNr = 32;
 constexpr int64_t kConvLdPad = 16;  // floats after each packed row of B
 constexpr size_t kConvAlign = 64;
+constexpr int64_t kMaxDepthwiseTaps = 64;  // kh * kw of the depthwise path (larger: direct)
 
 enum class ConvPath { Direct, Gemm, Depthwise };
 
@@ -62,25 +63,30 @@ inline void conv_fill_plan(const OpAttrs& attrs, const TensorView& x, const Tens
   p.groups = attrs.groups > 0 ? attrs.groups : 1;
   p.cpg = p.c / p.groups;
   p.opg = p.o / p.groups;
-  // Depthwise stride 1 has its own path; strided depthwise (M = 1, K = kh * kw per group: no GEMM
-  // worth packing for) stays direct; everything else is a GEMM per group.
+  // Depthwise at stride 1, or 2 without dilation, has its own path; other strided depthwise (M = 1,
+  // K = kh * kw per group: no GEMM worth packing for) stays direct; everything else is a GEMM per
+  // group.
   if (p.cpg == 1 && p.opg == 1) {
-    p.path = p.sh == 1 && p.sw == 1 ? ConvPath::Depthwise : ConvPath::Direct;
+    const bool s1 = p.sh == 1 && p.sw == 1;
+    const bool s2 = p.sh == 2 && p.sw == 2 && p.dh == 1 && p.dw == 1;
+    p.path = (s1 || s2) && p.kh * p.kw <= kMaxDepthwiseTaps ? ConvPath::Depthwise : ConvPath::Direct;
   } else {
     p.path = ConvPath::Gemm;
   }
 }
 
-// Depthwise: the zero-padded input plane (Hp x Wp, Hp = OH + (kh - 1) dh, Wp = OW + (kw - 1) dw at
-// stride 1) and the outputs over the padded width (OH x Wp), each with slack for whole vectors.
+// Depthwise: the zero-padded input plane split into stride x stride phase planes (stride 1: the
+// plane itself; 2: rows and columns of each parity), each Hq x Wq with Hq = OH + (kh - 1) dh,
+// Wq = OW + (kw - 1) dw at stride 1 and Hq = OH + kh / 2, Wq = OW + kw / 2 at stride 2; tap (i, j)
+// of output q = oh Wq + ow reads phase (i % s, j % s) at q + (i / s) Wq + j / s (stride 1: i dh Wq +
+// j dw). The outputs over the phase width (OH x Wq); each with slack for whole vectors.
+inline int64_t conv_dw_wq(const ConvPlan& p) { return p.sw == 1 ? p.ow + (p.kw - 1) * p.dw : p.ow + p.kw / 2; }
+inline int64_t conv_dw_hq(const ConvPlan& p) { return p.sh == 1 ? p.oh + (p.kh - 1) * p.dh : p.oh + p.kh / 2; }
 inline int64_t conv_dw_plane_floats(const ConvPlan& p) {
-  const int64_t wp = p.ow + (p.kw - 1) * p.dw, hp = p.oh + (p.kh - 1) * p.dh;
-  return conv_round_up(hp * wp + (p.kw - 1) * p.dw + 4 * 16, 16);
+  const int64_t wq = conv_dw_wq(p), hq = conv_dw_hq(p);
+  return conv_round_up(p.sh * p.sw * hq * wq + (p.kw - 1) * p.dw + 4 * 16, 16);
 }
-inline int64_t conv_dw_outq_floats(const ConvPlan& p) {
-  const int64_t wp = p.ow + (p.kw - 1) * p.dw;
-  return conv_round_up(p.oh * wp + 4 * 16, 16);
-}
+inline int64_t conv_dw_outq_floats(const ConvPlan& p) { return conv_round_up(p.oh * conv_dw_wq(p) + 4 * 16, 16); }
 
 // Scratch bytes one task uses (a multiple of kConvAlign); 0 for the direct path.
 inline size_t conv_slot_bytes(const ConvPlan& p) {

@@ -143,6 +143,14 @@ const ConvCase kConvCases[] = {
     {"depthwise 5x5 narrow", 1, 5, 6, 3, 5, 5, 5, {1, 1}, {2, 2, 2, 2}, {1, 1}, 5},
     {"depthwise dil asym 4x2", 1, 3, 17, 21, 3, 4, 2, {1, 1}, {0, 3, 2, 1}, {2, 3}, 3},
     {"depthwise 2 rows x 1 col", 1, 2, 2, 1, 2, 3, 3, {1, 1}, {1, 1, 1, 1}, {1, 1}, 2},
+    // Depthwise stride 2 (phase planes): odd and even sizes, no / asymmetric padding, 5x5, a map
+    // narrower than a vector, a 2x4 kernel; with dilation 2 it runs directly.
+    {"depthwise s2 even", 2, 6, 16, 16, 6, 3, 3, {2, 2}, {1, 1, 1, 1}, {1, 1}, 6},
+    {"depthwise s2 no pad", 1, 3, 15, 20, 3, 3, 3, {2, 2}, {0, 0, 0, 0}, {1, 1}, 3},
+    {"depthwise s2 5x5 asym", 1, 4, 19, 11, 4, 5, 5, {2, 2}, {2, 1, 2, 3}, {1, 1}, 4},
+    {"depthwise s2 7x7 map", 1, 8, 7, 7, 8, 3, 3, {2, 2}, {1, 1, 1, 1}, {1, 1}, 8},
+    {"depthwise s2 2x4", 1, 2, 10, 13, 2, 2, 4, {2, 2}, {0, 1, 1, 2}, {1, 1}, 2},
+    {"depthwise s2 dilation 2", 1, 3, 14, 14, 3, 3, 3, {2, 2}, {2, 2, 2, 2}, {2, 2}, 3},
 };
 
 using Conv2dTest = TargetTest;
@@ -226,6 +234,8 @@ TEST_P(Conv2dTest, PackedConfigs) {
 // The packed result does not depend on how much scratch beyond one slot there is, nor on whether
 // the kernel got scratch at all (direct path) beyond the tolerance; with one slot and 3 threads the
 // work runs as one task, bit for bit the same.
+size_t conv_round(size_t floats) { return (floats + 15) / 16 * 16; }
+
 TEST_P(Conv2dTest, PackedScratchSizes) {
   const ConvCase c = {"3x3", 1, 20, 9, 30, 19, 3, 3, {1, 1}, {1, 1, 1, 1}, {1, 1}, 1};
   const OpAttrs attrs = ConvAttrs(c);
@@ -255,12 +265,20 @@ TEST_P(Conv2dTest, PackedScratchSizes) {
   Shape(OpCode::Conv2d, attrs, in_small.data(), 2, &expected);
   RunKernel(ref::conv2d, attrs, in_small.data(), 2, &expected);
   EXPECT_TRUE(AllClose(small, expected, GemmTolerance(180)));
-  // Strided depthwise runs directly: no scratch.
-  const ConvCase dw = {"dw s2", 1, 4, 9, 9, 4, 3, 3, {2, 2}, {1, 1, 1, 1}, {1, 1}, 4};
-  Tensor xd = Random({1, 4, 9, 9}, 54), wd = Random({4, 1, 3, 3}, 55), outd;
-  const TensorView ind[] = {xd.view, wd.view};
-  Shape(OpCode::Conv2d, ConvAttrs(dw), ind, 2, &outd);
-  EXPECT_EQ(cpu::conv2d_scratch(ConvAttrs(dw), ind, 2, &outd.view, 1, 4), 0u);
+  // Depthwise at stride 3, or 2 with dilation, runs directly: no scratch. At stride 2: one slot per
+  // thread of the 4 phase planes (6 x 6 each: OH = OW = 5, + kh / 2) + (kw - 1) + 64 floats of
+  // slack, and the outputs (OH 5 x Wq 6 + 64), in floats rounded up to 16.
+  for (int stride : {2, 3}) {
+    for (int dilation : {1, 2}) {
+      const ConvCase dw = {"dw", 1, 4, 9, 9, 4, 3, 3, {stride, stride}, {1, 1, 1, 1}, {dilation, dilation}, 4};
+      Tensor xd = Random({1, 4, 9, 9}, 54), wd = Random({4, 1, 3, 3}, 55), outd;
+      const TensorView ind[] = {xd.view, wd.view};
+      Shape(OpCode::Conv2d, ConvAttrs(dw), ind, 2, &outd);
+      const size_t expected = stride == 2 && dilation == 1 ? 4 * (conv_round(4 * 36 + 2 + 64) + conv_round(30 + 64)) * 4 : 0;
+      EXPECT_EQ(cpu::conv2d_scratch(ConvAttrs(dw), ind, 2, &outd.view, 1, 4), expected + (expected ? 64 : 0))
+          << "stride " << stride << ", dilation " << dilation;
+    }
+  }
 }
 
 // Non-finite weights and inputs: a padded tap contributes 0 * w to the packed GEMM / depthwise
