@@ -173,6 +173,26 @@ HWY_INLINE void Im2colLine(const ConvPlan& p, const float* in_c, int64_t i, int6
       for (int64_t t = ow0; t < lo; ++t) dst[t - ow0] = 0.0f;
       if (hi > lo) std::memcpy(dst + (lo - ow0), row + lo + off, size_t(hi - lo) * sizeof(float));
       for (int64_t t = hi; t < ow0 + len; ++t) dst[t - ow0] = 0.0f;
+    } else if (p.sw == 2) {
+      // Valid ow: 0 <= 2 ow + off < W, clamped to the run; vectors of the even lanes of two loads
+      // while both stay inside the row.
+      int64_t lo = off < 0 ? (-off + 1) / 2 : 0, hi = (p.w_in - off + 1) / 2;
+      if (lo < ow0) lo = ow0;
+      if (lo > ow0 + len) lo = ow0 + len;
+      if (hi > ow0 + len) hi = ow0 + len;
+      if (hi < lo) hi = lo;
+      for (int64_t t = ow0; t < lo; ++t) dst[t - ow0] = 0.0f;
+      int64_t t = lo;
+#if HWY_TARGET != HWY_SCALAR
+      const ConvTag d;
+      const int64_t lanes = static_cast<int64_t>(hn::Lanes(d));
+      for (; t + lanes <= hi && 2 * (t + lanes) + off <= p.w_in; t += lanes) {
+        const float* src = row + 2 * t + off;
+        hn::StoreU(hn::ConcatEven(d, hn::LoadU(d, src + lanes), hn::LoadU(d, src)), d, dst + (t - ow0));
+      }
+#endif
+      for (; t < hi; ++t) dst[t - ow0] = row[2 * t + off];
+      for (t = hi; t < ow0 + len; ++t) dst[t - ow0] = 0.0f;
     } else {
       for (int64_t t = 0; t < len; ++t) {
         const int64_t iw = (ow0 + t) * p.sw + off;
