@@ -1,4 +1,4 @@
-// kernels/cpu vs kernels/reference: add, linear, matmul and CNN conv2d layers.
+// kernels/cpu vs kernels/reference: add, linear, matmul, CNN conv2d layers and max pool.
 // Run: ember_bench_kernels [--benchmark_filter=...]. Counters: FLOP/s over wall time (1 FLOP per add, 2 per
 // multiply-add). Args: problem sizes, then the thread count (cpu kernels only; 1 = no pool).
 // EMBER_CPU_TARGET=AVX2 (any Highway target name) runs the cpu kernels' code for that target on a
@@ -129,6 +129,20 @@ void BM_Conv(benchmark::State& state) {
          kKind == kConvReference ? 1 : state.range(6), kKind == kConvPacked ? kernels::cpu::conv2d_scratch : nullptr);
 }
 
+// max_pool2d [1, C, H, H], k x k, stride s, padding k / 2 (ResNet's 3x3/2 after the stem: C 64, H 112).
+void BM_MaxPool(benchmark::State& state) {
+  const int64_t c = state.range(0), h = state.range(1), k = state.range(2), stride = state.range(3);
+  Buffer x({1, c, h, h}, 1);
+  OpAttrs attrs;
+  attrs.kind = AttrKind::Pool2d;
+  attrs.kernel[0] = attrs.kernel[1] = int32_t(k);
+  attrs.stride[0] = attrs.stride[1] = int32_t(stride);
+  for (int i = 0; i < 4; ++i) attrs.padding[i] = int32_t(k / 2);
+  const int64_t oh = (h + 2 * (k / 2) - k) / stride + 1;
+  run_op(state, OpCode::MaxPool2d, kernels::cpu::max_pool2d, attrs, {x.view}, double(c * oh * oh * k * k),
+         state.range(4));
+}
+
 BENCHMARK_TEMPLATE(BM_Add, true)->ArgNames({"n", "threads"})->Args({1 << 20, 1})->Args({1 << 20, 2})->UseRealTime();
 BENCHMARK_TEMPLATE(BM_Add, false)->ArgNames({"n"})->Args({1 << 20})->UseRealTime();
 BENCHMARK_TEMPLATE(BM_Linear, true)->ArgNames({"m", "k", "n", "threads"})
@@ -161,6 +175,8 @@ BENCHMARK_TEMPLATE(BM_MatMul, false)->ArgNames({"m", "k", "n"})
 EMBER_CONV_CASES(kConvPacked);
 EMBER_CONV_CASES(kConvDirect);
 #undef EMBER_CONV_CASES
+BENCHMARK(BM_MaxPool)->ArgNames({"c", "h", "k", "s", "threads"})->Args({64, 112, 3, 2, 1})->Args({64, 112, 3, 2, 2})
+    ->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK_TEMPLATE(BM_Conv, kConvReference)->ArgNames({"c", "h", "o", "k", "s", "g"})->Args({64, 56, 64, 3, 1, 1})
     ->Unit(benchmark::kMillisecond)->UseRealTime();
 

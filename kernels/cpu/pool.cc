@@ -83,13 +83,28 @@ HWY_INLINE float PoolPoint(const PoolPlan& p, const float* plane, int64_t oh, in
   return count > 0 ? acc / static_cast<float>(count) : 0.0f;
 }
 
-template <bool kMax, bool kStrided, class D>
-HWY_INLINE void PoolChunk(D d, const PoolPlan& p, const float* plane, int64_t oh, int64_t ow0,
-                          float divisor, float* dst) {
+// Lanes 0, 2, 4, ... of src[0 .. 2 * lanes).
+template <class D>
+HWY_INLINE hn::Vec<D> EvenLanes(D d, const float* src) {
+#if HWY_TARGET == HWY_SCALAR
+  return hn::LoadU(d, src);
+#else
+  return hn::ConcatEven(d, hn::LoadU(d, src + hn::Lanes(d)), hn::LoadU(d, src));
+#endif
+}
+
+// The taps of output columns [ow0, ow0 + lanes) of row oh, reduced in tap order. kExactNaN: max
+// lets a NaN win at each step (acc + x where either is NaN, as the reference); otherwise a plain max
+// with a record of whether any tap was NaN (the caller redoes those chunks exactly).
+template <bool kMax, bool kStrided, bool kExactNaN, class D>
+HWY_INLINE hn::Vec<D> PoolTaps(D d, const PoolPlan& p, const float* plane, int64_t oh, int64_t ow0,
+                               hn::Mask<D>* any_nan) {
+  const float* in_end = p.in + p.nc * p.h * p.w;
   const hn::RebindToSigned<D> di;
   using V = hn::Vec<decltype(d)>;
   const auto gather_idx = hn::Mul(hn::Iota(di, 0), hn::Set(di, static_cast<int32_t>(p.sw)));
   V acc = kMax ? hn::Set(d, -std::numeric_limits<float>::infinity()) : hn::Zero(d);
+  auto nan = hn::FirstN(d, 0);
   const int64_t ih0 = oh * p.sh - p.pt, iw0 = ow0 * p.sw - p.pl;
   for (int64_t kh = 0; kh < p.kh; ++kh) {
     const int64_t ih = ih0 + kh * p.dh;
@@ -98,18 +113,45 @@ HWY_INLINE void PoolChunk(D d, const PoolPlan& p, const float* plane, int64_t oh
     for (int64_t kw = 0; kw < p.kw; ++kw) {
       V x;
       if constexpr (kStrided) {
-        x = hn::GatherIndex(d, row + kw * p.dw, gather_idx);
+        const float* src = row + kw * p.dw;
+        // Stride 2: the even lanes of two loads, which read one float past the last tap (inside the
+        // input unless this is its last row); a gather otherwise.
+        if (HWY_TARGET != HWY_SCALAR && p.sw == 2 && src + 2 * hn::Lanes(d) <= in_end) {
+          x = EvenLanes(d, src);
+        } else {
+          x = hn::GatherIndex(d, src, gather_idx);
+        }
       } else {
         x = hn::LoadU(d, row + kw * p.dw);
       }
-      if constexpr (kMax) {  // NaN wins (PyTorch); x86 max would drop it
+      if constexpr (!kMax) {
+        acc = hn::Add(acc, x);
+      } else if constexpr (kExactNaN) {  // NaN wins (PyTorch); x86 max would drop it
         acc = hn::IfThenElse(hn::Or(hn::IsNaN(acc), hn::IsNaN(x)), hn::Add(acc, x), hn::Max(acc, x));
       } else {
-        acc = hn::Add(acc, x);
+        acc = hn::Max(acc, x);
+        nan = hn::Or(nan, hn::IsNaN(x));
       }
     }
   }
-  if (!kMax) acc = hn::Div(acc, hn::Set(d, divisor));
+  if (any_nan != nullptr) *any_nan = nan;
+  return acc;
+}
+
+template <bool kMax, bool kStrided, class D>
+HWY_INLINE void PoolChunk(D d, const PoolPlan& p, const float* plane, int64_t oh, int64_t ow0,
+                          float divisor, float* dst) {
+  using V = hn::Vec<decltype(d)>;
+  V acc;
+  if constexpr (kMax) {
+    // The plain max chain (no NaN test per step, which made it latency-bound); a chunk that met a
+    // NaN is redone with the exact NaN order, so the bits are the same either way.
+    hn::Mask<D> any_nan;
+    acc = PoolTaps<true, kStrided, false>(d, p, plane, oh, ow0, &any_nan);
+    if (!hn::AllFalse(d, any_nan)) acc = PoolTaps<true, kStrided, true>(d, p, plane, oh, ow0, nullptr);
+  } else {
+    acc = hn::Div(PoolTaps<false, kStrided, true>(d, p, plane, oh, ow0, nullptr), hn::Set(d, divisor));
+  }
   hn::StoreU(acc, d, dst + ow0);
 }
 
