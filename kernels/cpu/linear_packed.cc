@@ -361,6 +361,15 @@ void LinearCompute(const LinearRun& run, size_t b_begin, size_t b_end) {
 
 int64_t LinearRowsPerBlock() { return 8 * kLinearMr; }
 
+// Block sizes are multiples of this: whole micro-kernel tiles and whole few-token groups.
+int64_t LinearRowsGranule() {
+#if HWY_ARCH_X86 && (HWY_TARGET <= HWY_AVX3 || HWY_TARGET == HWY_AVX2)
+  return kLinearMr % kFewL == 0 ? kLinearMr : (kFewL % kLinearMr == 0 ? kFewL : kLinearMr * kFewL / 2);
+#else
+  return kLinearMr;
+#endif
+}
+
 }  // namespace ember::kernels::HWY_NAMESPACE
 HWY_AFTER_NAMESPACE();
 
@@ -370,6 +379,7 @@ EMBER_HWY_EXPORT(LinearPanelWidth);
 EMBER_HWY_EXPORT(LinearPack);
 EMBER_HWY_EXPORT(LinearCompute);
 EMBER_HWY_EXPORT(LinearRowsPerBlock);
+EMBER_HWY_EXPORT(LinearRowsGranule);
 
 namespace cpu_detail {
 namespace {
@@ -404,7 +414,13 @@ bool linear_packed(KernelContext& ctx, const float* x, const float* w, const flo
   run.n = n;
   run.k = k;
   const int64_t nr = static_cast<int64_t>(EMBER_HWY_DISPATCH(LinearPanelWidth)());
+  // Blocks of 64 / 48 w rows, smaller (down to one granule) when that leaves fewer than 4 blocks per
+  // thread (BERT's N = 768 on 16 threads: 48 blocks of 16 rows rather than 12 of 64).
   run.n_block = EMBER_HWY_DISPATCH(LinearRowsPerBlock)();
+  const int64_t granule = EMBER_HWY_DISPATCH(LinearRowsGranule)();
+  const int64_t threads = ctx.pool != nullptr ? static_cast<int64_t>(ctx.pool->thread_count()) : 1;
+  const int64_t want = linear_round_up((n + 4 * threads - 1) / (4 * threads), granule);
+  if (want < run.n_block) run.n_block = want > granule ? want : granule;
   const size_t blocks = static_cast<size_t>((n + run.n_block - 1) / run.n_block);
   for (int64_t m0 = 0; m0 < m; m0 += kLinearMc) {
     run.m0 = m0;
