@@ -104,7 +104,7 @@ void BM_MatMul(benchmark::State& state) {
   const int64_t m = state.range(0), k = state.range(1), n = state.range(2);
   Buffer a({m, k}, 1), b({k, n}, 2);
   run_op(state, OpCode::MatMul, kCpu ? kernels::cpu::matmul : kernels::reference::matmul, OpAttrs{},
-         {a.view, b.view}, 2.0 * m * k * n, kCpu ? state.range(3) : 1);
+         {a.view, b.view}, 2.0 * m * k * n, kCpu ? state.range(3) : 1, kCpu ? kernels::cpu::matmul_scratch : nullptr);
 }
 
 // conv2d [1, C, H, H] -> [1, O, H / stride, H / stride]: k x k kernel, padding k / 2, bias.

@@ -3,7 +3,7 @@
 // function. None of them allocates, throws or fails. Large ops split work over ctx.pool by output
 // rows / channels / N, never over a reduction axis, so results are bitwise identical for any thread
 // count; GEMM and convolution also give each output element the same computation whatever M or the
-// batch is (batch invariance). Only linear, the quantized linears, conv2d and sample use ctx.scratch
+// batch is (batch invariance). Only matmul, linear, the quantized linears, conv2d and sample use ctx.scratch
 // (registered ScratchFns).
 #pragma once
 
@@ -30,6 +30,10 @@ EMBER_CPU_KERNEL(sigmoid);
 EMBER_CPU_KERNEL(tanh);
 // f32 GEMMs (gemm.cc).
 EMBER_CPU_KERNEL(matmul);
+// matmul's scratch: one K x 32-float panel of B per thread (copied contiguous; without it B is read
+// in place, the same bits).
+size_t matmul_scratch(const OpAttrs& attrs, const TensorView* inputs, size_t input_count,
+                      const TensorView* outputs, size_t output_count, size_t threads);
 EMBER_CPU_KERNEL(linear);
 // f32 linear's scratch: x packed in panels (up to 256 rows at a time; linear_packed.cc). Given less
 // (a direct call without scratch), linear runs unpacked dot-product tiles (gemm.cc), also batch

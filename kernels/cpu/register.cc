@@ -54,7 +54,7 @@ Status register_cpu_kernels(KernelRegistry& r) {
   EMBER_RETURN_IF_ERROR(add(r, OpCode::Silu, cpu::silu, {F, F}));
   EMBER_RETURN_IF_ERROR(add(r, OpCode::Sigmoid, cpu::sigmoid, {F, F}));
   EMBER_RETURN_IF_ERROR(add(r, OpCode::Tanh, cpu::tanh, {F, F}));
-  EMBER_RETURN_IF_ERROR(add(r, OpCode::MatMul, cpu::matmul, {F, F, F}));
+  EMBER_RETURN_IF_ERROR(add(r, OpCode::MatMul, cpu::matmul, {F, F, F}, cpu::matmul_scratch));
 
   EMBER_RETURN_IF_ERROR(add(r, OpCode::Linear, cpu::linear, {F, F, F, F}, cpu::linear_scratch));
   EMBER_RETURN_IF_ERROR(add(r, OpCode::Linear, cpu::linear, {F, F, X, F}, cpu::linear_scratch));

@@ -47,6 +47,35 @@ TEST_P(MatmulTest, BroadcastBatch) {
   }
 }
 
+// With matmul_scratch bytes (B's panels copied contiguous, as the runtime runs it) the result is
+// bit for bit the in-place one, for 1 and 3 threads; N = 1, broadcast batches, partial panels
+// and rows of B 1024 floats apart included.
+TEST_P(MatmulTest, PackedPanelsSameBits) {
+  const std::vector<std::pair<std::vector<int64_t>, std::vector<int64_t>>> shapes = {
+      {{13, 100}, {100, 47}}, {{64, 33}, {33, 1024}}, {{2, 3, 5, 7}, {3, 7, 9}}, {{5, 7}, {4, 7, 33}},
+      {{6, 40}, {40, 1}},     {{1, 9}, {9, 70}},       {{3, 1, 2}, {1, 2, 5}},
+  };
+  for (const auto& [sa, sb] : shapes) {
+    Tensor a = Random(sa, 25), b = Random(sb, 26), in_place, packed1, packed3;
+    SCOPED_TRACE(testing::Message() << DimsText(a.view) << " x " << DimsText(b.view));
+    const TensorView in[] = {a.view, b.view};
+    Shape(OpCode::MatMul, OpAttrs{}, in, 2, &in_place);
+    RunKernel(cpu::matmul, OpAttrs{}, in, 2, &in_place, 1);
+    for (int threads : {1, 3}) {
+      Tensor& out = threads == 1 ? packed1 : packed3;
+      Shape(OpCode::MatMul, OpAttrs{}, in, 2, &out);
+      const size_t bytes = cpu::matmul_scratch(OpAttrs{}, in, 2, &out.view, 1, size_t(threads));
+      EXPECT_EQ(bytes, size_t(threads) * ((sa.back() * 32 + 15) / 16 * 16) * 4 + 64);
+      std::vector<uint8_t> scratch(bytes + 7);
+      KernelContext ctx;
+      ctx.pool = Pool(threads);
+      ctx.scratch = Span<uint8_t>(scratch.data() + 7, bytes);  // misaligned: the kernel aligns
+      cpu::matmul(ctx, OpAttrs{}, in, 2, &out.view, 1);
+      EXPECT_TRUE(BytesEqual(out, in_place)) << threads << " threads";
+    }
+  }
+}
+
 // Row i of a batch equals the same row computed alone (M = 1), bit for bit.
 TEST_P(MatmulTest, BatchInvariant) {
   Tensor a = Random({37, 129}, 25), b = Random({129, 70}, 26), full;
