@@ -17,7 +17,9 @@ Usage (from the repository root, after building):
   .venv/bin/python bench/cpu_models.py --models resnet18 --threads 1 --rounds 3 --iterations 5
 Options: --bin (folder with runner and exporter, a build tree or flat; default build/release),
 --work (models and programs; default /tmp/ember_cpu_bench), --out (report folder; default WORK),
---backends (runner --backends, e.g. xnnpack,portable), --peers (ort,torch).
+--backends (runner --backends, e.g. xnnpack,portable), --export-backends / --manifest (the exporter's),
+--peers (ort,torch). Without torchvision (the lent GPU machine) the CNNs and ViT come from
+fallback_model(): the same layers and parameter counts.
 """
 import argparse
 import json
@@ -68,12 +70,80 @@ def build_model(name):
         model = nn.TransformerEncoder(layer, 12, enable_nested_tensor=False)
         x = torch.randn(1, 128, 768)
     else:
-        import torchvision
-        model = getattr(torchvision.models, name)(weights=None)
-        if name == "vit_b_16":  # torchvision zero-initializes the head: every output would be 0
-            nn.init.normal_(model.heads.head.weight, std=0.02)
+        try:
+            import torchvision
+            model = getattr(torchvision.models, name)(weights=None)
+            if name == "vit_b_16":  # torchvision zero-initializes the head: every output would be 0
+                nn.init.normal_(model.heads.head.weight, std=0.02)
+        except ImportError:  # e.g. the lent GPU machine: the same architectures, defined here
+            model = fallback_model(name)
         x = torch.randn(1, 3, 224, 224)
     return model.eval(), x
+
+
+def fallback_model(name):
+    """ResNet-18, MobileNetV2 and ViT-B/16 as torchvision defines them (layer for layer; parameter
+    names differ), for machines without torchvision."""
+    import torch
+    from torch import nn
+
+    def cbr(cin, cout, k, s, groups=1, act=nn.ReLU):
+        return [nn.Conv2d(cin, cout, k, s, k // 2, groups=groups, bias=False), nn.BatchNorm2d(cout)] + \
+            ([act()] if act else [])
+
+    if name == "resnet18":
+        class Basic(nn.Module):
+            def __init__(self, cin, cout, s):
+                super().__init__()
+                self.body = nn.Sequential(*cbr(cin, cout, 3, s), *cbr(cout, cout, 3, 1, act=None))
+                self.down = nn.Sequential(*cbr(cin, cout, 1, s, act=None)) if s != 1 or cin != cout else nn.Identity()
+
+            def forward(self, x):
+                return torch.relu(self.body(x) + self.down(x))
+        layers, cin = [], 64
+        for cout, s in ((64, 1), (128, 2), (256, 2), (512, 2)):
+            layers += [Basic(cin, cout, s), Basic(cout, cout, 1)]
+            cin = cout
+        return nn.Sequential(nn.Conv2d(3, 64, 7, 2, 3, bias=False), nn.BatchNorm2d(64), nn.ReLU(),
+                             nn.MaxPool2d(3, 2, 1), *layers, nn.AdaptiveAvgPool2d(1), nn.Flatten(),
+                             nn.Linear(512, 1000))
+    if name == "mobilenet_v2":
+        class Inverted(nn.Module):
+            def __init__(self, cin, cout, s, t):
+                super().__init__()
+                hidden = cin * t
+                body = (cbr(cin, hidden, 1, 1, act=nn.ReLU6) if t != 1 else []) + \
+                    cbr(hidden, hidden, 3, s, groups=hidden, act=nn.ReLU6) + cbr(hidden, cout, 1, 1, act=None)
+                self.body, self.res = nn.Sequential(*body), s == 1 and cin == cout
+
+            def forward(self, x):
+                return x + self.body(x) if self.res else self.body(x)
+        blocks, cin = cbr(3, 32, 3, 2, act=nn.ReLU6), 32
+        for t, c, n, s in ((1, 16, 1, 1), (6, 24, 2, 2), (6, 32, 3, 2), (6, 64, 4, 2), (6, 96, 3, 1),
+                           (6, 160, 3, 2), (6, 320, 1, 1)):
+            for i in range(n):
+                blocks.append(Inverted(cin, c, s if i == 0 else 1, t))
+                cin = c
+        blocks += cbr(320, 1280, 1, 1, act=nn.ReLU6)
+        return nn.Sequential(*blocks, nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Dropout(0.2), nn.Linear(1280, 1000))
+    if name == "vit_b_16":
+        class ViT(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.patch = nn.Conv2d(3, 768, 16, 16)
+                self.cls = nn.Parameter(torch.zeros(1, 1, 768))
+                self.pos = nn.Parameter(torch.randn(1, 197, 768) * 0.02)
+                layer = nn.TransformerEncoderLayer(768, 12, 3072, dropout=0.0, activation="gelu",
+                                                   batch_first=True, norm_first=True)
+                self.encoder = nn.TransformerEncoder(layer, 12, enable_nested_tensor=False)
+                self.norm, self.head = nn.LayerNorm(768, eps=1e-6), nn.Linear(768, 1000)
+
+            def forward(self, x):
+                x = self.patch(x).flatten(2).transpose(1, 2)
+                x = torch.cat([self.cls.expand(x.shape[0], -1, -1), x], 1) + self.pos
+                return self.head(self.norm(self.encoder(x))[:, 0])
+        return ViT()
+    raise ValueError(name)
 
 
 def export_onnx(model, x, path):
@@ -98,6 +168,8 @@ def prepare(args, name, exporter):
     cmd = [exporter, onnx_path, "-o", pte]
     if args.export_backends:
         cmd += ["--backends", args.export_backends]
+    if args.manifest:
+        cmd += ["--manifest", args.manifest]
     t0 = time.time()
     p = subprocess.run(cmd, capture_output=True, text=True)
     if p.returncode != 0:
@@ -174,6 +246,7 @@ def main(argv=None):
     ap.add_argument("--out", default=None)
     ap.add_argument("--backends", default="", help="runner --backends (default: the program's)")
     ap.add_argument("--export-backends", default="", help="exporter --backends (default: the exporter's)")
+    ap.add_argument("--manifest", default="", help="exporter --manifest (default: the exporter's built-in path)")
     ap.add_argument("--peers", default="ort,torch")
     args = ap.parse_args(argv)
     args.peers = args.peers.split(",")
