@@ -1,4 +1,4 @@
-// Quantized GEMV (m = 1) weight streaming: each format's kernel against a read-only vectorized sum
+// Quantized GEMV (m = 1) weight streaming (and gemm32/: m = 32, prefill-shaped, in GFLOP/s): each format's kernel against a read-only vectorized sum
 // of the same bytes (weights + scales), the roofline for streaming them, on a weight working set of
 // at least 8x the last-level cache (sysfs index3 size; 32 MiB when absent), single-threaded and on a
 // 2-thread pool; and single-threaded on a ~512 KiB working set that stays in L2 (the decode and FMA
@@ -155,7 +155,8 @@ ThreadPool* pool_for(int threads) {
   return threads >= 2 ? &pool2 : nullptr;
 }
 
-void gemv(const Weight& w, const float* x, float* y, KernelContext& ctx) {
+// y [m, n] = x [m, kK] w^T (m = 1: the GEMV).
+void gemv(const Weight& w, const float* x, float* y, KernelContext& ctx, int64_t m = 1) {
   const int64_t n = w.n;
   Status s;
   switch (w.format) {
@@ -163,42 +164,56 @@ void gemv(const Weight& w, const float* x, float* y, KernelContext& ctx) {
       TensorView in[2], out;
       in[0].dtype = in[1].dtype = out.dtype = ScalarType::F32;
       in[0].rank = in[1].rank = out.rank = 2;
-      in[0].dims[0] = 1, in[0].dims[1] = kK, in[0].data = const_cast<float*>(x);
+      in[0].dims[0] = m, in[0].dims[1] = kK, in[0].data = const_cast<float*>(x);
       in[1].dims[0] = n, in[1].dims[1] = kK, in[1].data = const_cast<uint8_t*>(w.w());
-      out.dims[0] = 1, out.dims[1] = n, out.data = y;
+      out.dims[0] = m, out.dims[1] = n, out.data = y;
       OpAttrs attrs;
       attrs.kind = AttrKind::Linear;
       kernels::cpu::linear(ctx, attrs, in, 2, &out, 1);
       return;
     }
     case Format::Bf16:
-      s = kernels::cpu::linear_bf16(ctx, x, 1, reinterpret_cast<const uint16_t*>(w.w()), n, kK, nullptr, y);
+      s = kernels::cpu::linear_bf16(ctx, x, m, reinterpret_cast<const uint16_t*>(w.w()), n, kK, nullptr, y);
       break;
     case Format::Fp8Channel:
-      s = kernels::cpu::linear_fp8_e4m3(ctx, x, 1, w.w(), n, kK, 1, kK,
+      s = kernels::cpu::linear_fp8_e4m3(ctx, x, m, w.w(), n, kK, 1, kK,
                                         static_cast<const float*>(w.scales()), nullptr, y, nullptr,
                                         !w.nan_codes);
       break;
     case Format::Fp8Block:
-      s = kernels::cpu::linear_fp8_e4m3(ctx, x, 1, w.w(), n, kK, 128, 128,
+      s = kernels::cpu::linear_fp8_e4m3(ctx, x, m, w.w(), n, kK, 128, 128,
                                         static_cast<const float*>(w.scales()), nullptr, y, nullptr,
                                         !w.nan_codes);
       break;
     case Format::W8a8Channel:
-      s = kernels::cpu::linear_fp8_e4m3_w8a8(ctx, x, 1, w.w(), n, kK, 1, kK,
+      s = kernels::cpu::linear_fp8_e4m3_w8a8(ctx, x, m, w.w(), n, kK, 1, kK,
                                              static_cast<const float*>(w.scales()), nullptr, y, nullptr,
                                              !w.nan_codes);
       break;
     case Format::Mxfp8:
-      s = kernels::cpu::linear_mxfp8(ctx, x, 1, w.w(), n, kK, static_cast<const uint8_t*>(w.scales()),
+      s = kernels::cpu::linear_mxfp8(ctx, x, m, w.w(), n, kK, static_cast<const uint8_t*>(w.scales()),
                                      nullptr, y, nullptr, !w.nan_codes);
       break;
     case Format::Nvfp4:
-      s = kernels::cpu::linear_nvfp4(ctx, x, 1, w.w(), n, kK, static_cast<const uint8_t*>(w.scales()),
+      s = kernels::cpu::linear_nvfp4(ctx, x, m, w.w(), n, kK, static_cast<const uint8_t*>(w.scales()),
                                      w.global_scale, nullptr, y);
       break;
   }
   if (!s.is_ok()) std::fprintf(stderr, "gemv failed\n");
+}
+
+// Scratch as the runtime sizes it: the quantized linears' bytes, or f32 linear's packed panels.
+std::vector<uint8_t> scratch_for(const FormatInfo& f, int64_t m, int64_t n, int threads) {
+  const bool w8a8 = f.format == Format::W8a8Channel;
+  size_t bytes = kernels::cpu::quantized_linear_scratch_bytes(m, kK, size_t(threads), w8a8);
+  if (f.format == Format::F32) {
+    TensorView in[2];
+    in[0].dtype = in[1].dtype = ScalarType::F32;
+    in[0].rank = in[1].rank = 2;
+    in[0].dims[0] = m, in[0].dims[1] = kK, in[1].dims[0] = n, in[1].dims[1] = kK;
+    bytes = kernels::cpu::linear_scratch(OpAttrs{}, in, 2, nullptr, 0, size_t(threads));
+  }
+  return std::vector<uint8_t>(bytes);
 }
 
 void BM_Gemv(benchmark::State& state, const FormatInfo* f, int threads, size_t bytes) {
@@ -206,8 +221,7 @@ void BM_Gemv(benchmark::State& state, const FormatInfo* f, int threads, size_t b
   std::vector<float> x(kK), y(size_t(w.n));
   uint64_t s = 7;
   for (float& v : x) v = normalish(s);
-  const bool w8a8 = f->format == Format::W8a8Channel;
-  std::vector<uint8_t> scratch(kernels::cpu::quantized_linear_scratch_bytes(1, kK, size_t(threads), w8a8));
+  std::vector<uint8_t> scratch = scratch_for(*f, 1, w.n, threads);
   KernelContext ctx;
   ctx.pool = pool_for(threads);
   ctx.scratch = Span<uint8_t>(scratch.data(), scratch.size());
@@ -218,6 +232,26 @@ void BM_Gemv(benchmark::State& state, const FormatInfo* f, int threads, size_t b
   }
   state.SetBytesProcessed(int64_t(state.iterations()) * int64_t(w.bytes.size()));
   state.counters["MiB"] = double(w.bytes.size()) / double(1 << 20);
+}
+
+// Prefill-shaped GEMM: m = 32 rows of x against an in-cache weight, in GFLOP/s (2 m n k per call).
+void BM_Gemm(benchmark::State& state, const FormatInfo* f, int threads, size_t bytes) {
+  const Weight& w = weight_for(*f, bytes);
+  constexpr int64_t kM = 32;
+  std::vector<float> x(size_t(kM * kK)), y(size_t(kM * w.n));
+  uint64_t s = 7;
+  for (float& v : x) v = normalish(s);
+  std::vector<uint8_t> scratch = scratch_for(*f, kM, w.n, threads);
+  KernelContext ctx;
+  ctx.pool = pool_for(threads);
+  ctx.scratch = Span<uint8_t>(scratch.data(), scratch.size());
+  for (auto _ : state) {
+    gemv(w, x.data(), y.data(), ctx, kM);
+    benchmark::DoNotOptimize(y.data());
+    benchmark::ClobberMemory();
+  }
+  state.counters["GFLOP/s"] = benchmark::Counter(2.0 * kM * double(w.n) * kK * 1e-9,
+                                                 benchmark::Counter::kIsIterationInvariantRate);
 }
 
 // The 2-thread sum hands out 1 MiB chunks through the pool's atomic counter, as the kernels hand out
@@ -263,8 +297,7 @@ void BM_Pair(benchmark::State& state, const FormatInfo* f, int threads, size_t b
   std::vector<float> x(kK), y(size_t(w.n));
   uint64_t seed = 7;
   for (float& v : x) v = normalish(seed);
-  const bool w8a8 = f->format == Format::W8a8Channel;
-  std::vector<uint8_t> scratch(kernels::cpu::quantized_linear_scratch_bytes(1, kK, size_t(threads), w8a8));
+  std::vector<uint8_t> scratch = scratch_for(*f, 1, w.n, threads);
   KernelContext ctx;
   ctx.pool = pool_for(threads);
   ctx.scratch = Span<uint8_t>(scratch.data(), scratch.size());
@@ -393,6 +426,13 @@ int main(int argc, char** argv) {
         ->Unit(benchmark::kMicrosecond)->UseRealTime();
     benchmark::RegisterBenchmark(("cached_sum/" + suffix).c_str(), BM_Sum, &f, 1, kCachedBytes)
         ->Unit(benchmark::kMicrosecond)->UseRealTime();
+  }
+  for (const FormatInfo& f : kFormats) {
+    for (int t : {1, 2}) {
+      benchmark::RegisterBenchmark(("gemm32/" + std::string(f.name) + "/t" + std::to_string(t)).c_str(), BM_Gemm,
+                                   &f, t, size_t(4) << 20)
+          ->Unit(benchmark::kMicrosecond)->UseRealTime();
+    }
   }
   benchmark::Initialize(&argc, argv);
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
