@@ -26,6 +26,7 @@
 #include "runtime/executor/method.h"
 #include "runtime/executor/program.h"
 #include "runtime/kernel/kernel_registry.h"
+#include "tests/exporter/onnx_test_util.h"
 #include "tests/exporter/test_util.h"
 
 namespace ember::exporter {
@@ -226,6 +227,96 @@ TEST(EndToEndTest, RandomGraphsMatchOracle) {
   }
 }
 
+
+// An ONNX model with the two erf-GELU spellings seen in the wild (torch.onnx.export's nn.GELU():
+// Div, Erf, Add, Mul(x, .), Mul(., 0.5) with Constant scalars; Hugging Face's x * 0.5 * (1 + erf(x
+// * 1/sqrt(2))) with [1] initializers and commuted operands), after a MatMul + bias each:
+// exported with and without the GELU fusion, both programs run in the runtime (the CPU kernels)
+// and match each other and the reference evaluator of the unfused import within the f32
+// transcendental tolerance (abs 1e-5, rel 1e-4).
+TEST(EndToEndTest, OnnxErfGeluIsFusedAndMatchesTheUnfusedProgram) {
+  using testing::attr_t;
+  testing::OnnxModel m;
+  m.input("x", onnx::TensorProto::FLOAT, {"batch", "16"});
+  auto scalar_node = [&](const std::string& out, float v) {
+    onnx::TensorProto* t = attr_t(m.node("Constant", {}, {out}, "const_" + out), "value");
+    t->set_data_type(onnx::TensorProto::FLOAT);
+    t->add_float_data(v);
+  };
+  m.init_f32("w1", {16, 24}, testing::ramp(16 * 24, 0.5f, 3));
+  m.init_f32("b1", {24}, testing::ramp(24, 0.5f, 4));
+  m.node("MatMul", {"x", "w1"}, {"h1"});
+  m.node("Add", {"h1", "b1"}, {"a1"});
+  scalar_node("sqrt2", 1.4142135381698608f);
+  scalar_node("one", 1.0f);
+  scalar_node("half", 0.5f);
+  m.node("Div", {"a1", "sqrt2"}, {"t1"});
+  m.node("Erf", {"t1"}, {"t2"});
+  m.node("Add", {"t2", "one"}, {"t3"});
+  m.node("Mul", {"a1", "t3"}, {"t4"});
+  m.node("Mul", {"t4", "half"}, {"g1"});
+  m.init_f32("w2", {24, 8}, testing::ramp(24 * 8, 0.5f, 5));
+  m.init_f32("b2", {8}, testing::ramp(8, 0.5f, 6));
+  m.node("MatMul", {"g1", "w2"}, {"h2"});
+  m.node("Add", {"b2", "h2"}, {"a2"});
+  m.init_f32("inv_sqrt2", {1}, {0.70710678f});
+  m.init_f32("one_1", {1}, {1.0f});
+  m.init_f32("half_1", {1}, {0.5f});
+  m.node("Mul", {"half_1", "a2"}, {"u1"});  // x * 0.5 first
+  m.node("Mul", {"inv_sqrt2", "a2"}, {"u2"});
+  m.node("Erf", {"u2"}, {"u3"});
+  m.node("Add", {"one_1", "u3"}, {"u4"});
+  m.node("Mul", {"u4", "u1"}, {"y"});
+  m.output("y");
+  const OnnxImport imp = testing::import_model(m, {"x=batch:1..4x16"});
+  ASSERT_EQ(testing::count_ops(imp.graph, OpCode::Erf), 2);
+
+  std::vector<ExportResult> results;
+  for (bool fuse : {true, false}) {
+    ExportOptions options;
+    options.fuse_gelu = fuse;
+    results.push_back(export_graph(imp.graph, options));
+  }
+  const ExportResult& fused = results[0];
+  const ExportResult& unfused = results[1];
+  EXPECT_EQ(fused.gelus_fused, 2);
+  EXPECT_EQ(unfused.gelus_fused, 0);
+  EXPECT_EQ(testing::count_ops(fused.graph, OpCode::Gelu), 2);
+  EXPECT_EQ(testing::count_ops(fused.graph, OpCode::Erf), 0);
+  EXPECT_EQ(testing::count_ops(fused.graph, OpCode::Div), 0);
+  EXPECT_EQ(testing::count_ops(fused.graph, OpCode::Mul), 0);
+  EXPECT_EQ(fused.graph.nodes.size(), 4u);  // linear, gelu, linear, gelu
+  EXPECT_EQ(unfused.graph.nodes.size(), 12u);
+  EXPECT_EQ(fused.partition.steps.size(), 4u);  // one kernel call per node
+  EXPECT_LT(fused.program.constant_count, unfused.program.constant_count);
+  EXPECT_NE(format_summary(fused).find("dead nodes removed, 2 gelus fused\n"), std::string::npos) << format_summary(fused);
+  EXPECT_NE(format_summary(unfused).find(", 0 gelus fused\n"), std::string::npos);
+  EXPECT_EQ(testing::validate_with_runtime(fused.program.bytes), "");
+  EXPECT_TRUE(check_overlaps(fused.program.bytes).empty());
+
+  for (int64_t batch : {1, 3}) {
+    SCOPED_TRACE("batch " + std::to_string(batch));
+    const std::vector<HostTensor> in{HostTensor::from_f32({batch, 16}, pattern(static_cast<size_t>(batch) * 16))};
+    const std::vector<float> reference = evaluate(imp.graph, in).at(0).to_f32();
+    const auto a = run_in_runtime(fused.program.bytes, in, {});
+    const auto b = run_in_runtime(unfused.program.bytes, in, {});
+    ASSERT_EQ(a.size(), 1u);
+    ASSERT_EQ(b.size(), 1u);
+    EXPECT_EQ(a[0].dims, (std::vector<int64_t>{batch, 8}));
+    const std::vector<float> ya = a[0].to_f32(), yb = b[0].to_f32();
+    ASSERT_EQ(ya.size(), reference.size());
+    ASSERT_EQ(yb.size(), reference.size());
+    double nonzero = 0;
+    for (size_t i = 0; i < ya.size(); ++i) {
+      const float tol = 1e-5f + 1e-4f * std::fabs(reference[i]);
+      ASSERT_NEAR(ya[i], reference[i], tol) << "fused, element " << i;
+      ASSERT_NEAR(yb[i], reference[i], tol) << "unfused, element " << i;
+      ASSERT_NEAR(ya[i], yb[i], 1e-5f + 1e-4f * std::fabs(yb[i])) << "element " << i;
+      nonzero += std::fabs(reference[i]);
+    }
+    EXPECT_GT(nonzero / static_cast<double>(ya.size()), 0.05);  // the comparison is not of near-zeros
+  }
+}
 
 // The f32 weight the kernels compute with: a quantized value decoded by the reference dequantizers.
 std::vector<float> dequantized_weight(const Value& v) {
