@@ -79,6 +79,9 @@ ExportResult export_graph(Graph graph, const ExportOptions& options) {
   r.batch_norms_folded = fold_batch_norms(graph);
   if (options.fold_constants) r.fold = fold_constants(graph);
   r.dead_nodes_removed = remove_dead_code(graph);
+  // After folding, so constants computed at export (a sqrt(2) from Sqrt(2.0)) are seen as scalars,
+  // and after dead code, so the nodes the fusion leaves unread are all that its own cleanup drops.
+  if (options.fuse_gelu) r.gelus_fused = fuse_gelus(graph);
   graph.check_structure();
   if (options.quantize) {
     stage("quantizing");
@@ -124,8 +127,10 @@ std::string format_summary(const ExportResult& r) {
   for (const auto& [op, count] : histogram) s += " " + op + " x" + std::to_string(count);
   s += "\n";
   std::snprintf(buf, sizeof(buf),
-                "passes: %d batch norms folded, %d nodes folded, %d constants dropped, %d dead nodes removed\n",
-                r.batch_norms_folded, r.fold.folded_nodes, r.fold.removed_constants, r.dead_nodes_removed);
+                "passes: %d batch norms folded, %d nodes folded, %d constants dropped, %d dead nodes removed, "
+                "%d gelus fused\n",
+                r.batch_norms_folded, r.fold.folded_nodes, r.fold.removed_constants, r.dead_nodes_removed,
+                r.gelus_fused);
   s += buf;
   std::map<std::string, int> per_backend;
   for (const std::string& b : r.partition.node_backend) ++per_backend[b];

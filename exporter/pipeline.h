@@ -1,7 +1,7 @@
-// The exporter pipeline (DESIGN §5): passes (batch-norm folding, constant folding, dead code) ->
-// partition -> plan -> serialize, on an imported Graph. Layout: activations stay logical NCHW
-// (contiguous); channels-last is a backend concern (a delegate converts inside its payload), so
-// there is no layout pass. Host-only; throws ExportError.
+// The exporter pipeline (DESIGN §5): passes (batch-norm folding, constant folding, dead code, GELU
+// fusion, quantization) -> partition -> plan -> serialize, on an imported Graph. Layout: activations
+// stay logical NCHW (contiguous); channels-last is a backend concern (a delegate converts inside its
+// payload), so there is no layout pass. Host-only; throws ExportError.
 #pragma once
 
 #include <optional>
@@ -13,6 +13,7 @@
 #include "exporter/partition/partitioner.h"
 #include "exporter/passes/batch_norm_folding.h"
 #include "exporter/passes/constant_folding.h"
+#include "exporter/passes/gelu_fusion.h"
 #include "exporter/passes/quantize.h"
 #include "exporter/passes/weight_check.h"
 #include "exporter/plan/memory_planner.h"
@@ -25,6 +26,9 @@ struct ExportOptions {
   // nullptr: no capability check, every node on the portable kernels (only with backends = portable).
   const CapabilityManifest* manifest = nullptr;
   bool fold_constants = true;
+  // passes/gelu_fusion.h, after folding and dead code, before quantization. Off only to compare a
+  // program with its unfused twin (the tests do).
+  bool fuse_gelu = true;
   bool strip_debug = false;
   std::string method_name = "forward";  // "step" for LLM programs (DESIGN §6)
   std::optional<QuantizeOptions> quantize;  // after folding, before partitioning
@@ -49,6 +53,7 @@ struct ExportResult {
   FoldStats fold;
   int batch_norms_folded = 0;
   int dead_nodes_removed = 0;
+  int gelus_fused = 0;
   std::optional<QuantizeReport> quantize;
   Partition partition;
   MemoryPlan plan;

@@ -26,6 +26,7 @@
 #include "runtime/executor/method.h"
 #include "runtime/executor/program.h"
 #include "runtime/kernel/kernel_registry.h"
+#include "tests/exporter/onnx_test_util.h"
 #include "tests/exporter/test_util.h"
 
 namespace ember::exporter {
@@ -226,6 +227,159 @@ TEST(EndToEndTest, RandomGraphsMatchOracle) {
   }
 }
 
+
+// Exports `imp` (x [batch, 16] -> y [batch, 8]) with and without the GELU fusion: the fused graph
+// has `gelus` gelu nodes of `approx` among `fused_nodes` nodes and no erf / tanh / div / mul / pow
+// left; both programs run in the runtime (the CPU kernels) at batch 1 and 3 and match each other
+// and the reference evaluator of the unfused import within the f32 transcendental tolerance (abs
+// 1e-5, rel 1e-4).
+void expect_fused_gelus_run_like_unfused(const OnnxImport& imp, int gelus, GeluApprox approx, size_t fused_nodes,
+                                         size_t unfused_nodes) {
+  std::vector<ExportResult> results;
+  for (bool fuse : {true, false}) {
+    ExportOptions options;
+    options.fuse_gelu = fuse;
+    results.push_back(export_graph(imp.graph, options));
+  }
+  const ExportResult& fused = results[0];
+  const ExportResult& unfused = results[1];
+  EXPECT_EQ(fused.gelus_fused, gelus);
+  EXPECT_EQ(unfused.gelus_fused, 0);
+  int approx_ok = 0;
+  for (const Node& n : fused.graph.nodes) approx_ok += n.op == OpCode::Gelu && n.attrs.gelu_approx == approx;
+  EXPECT_EQ(approx_ok, gelus);
+  for (OpCode op : {OpCode::Erf, OpCode::Tanh, OpCode::Div, OpCode::Mul, OpCode::Pow}) {
+    EXPECT_EQ(testing::count_ops(fused.graph, op), 0) << to_string(op);
+  }
+  EXPECT_EQ(fused.graph.nodes.size(), fused_nodes);
+  EXPECT_EQ(unfused.graph.nodes.size(), unfused_nodes);
+  EXPECT_EQ(fused.partition.steps.size(), fused_nodes);  // one kernel call per node
+  EXPECT_LT(fused.program.constant_count, unfused.program.constant_count);
+  const std::string line = "dead nodes removed, " + std::to_string(gelus) + " gelus fused\n";
+  EXPECT_NE(format_summary(fused).find(line), std::string::npos) << format_summary(fused);
+  EXPECT_NE(format_summary(unfused).find(", 0 gelus fused\n"), std::string::npos);
+  EXPECT_EQ(testing::validate_with_runtime(fused.program.bytes), "");
+  EXPECT_TRUE(check_overlaps(fused.program.bytes).empty());
+
+  for (int64_t batch : {1, 3}) {
+    SCOPED_TRACE("batch " + std::to_string(batch));
+    const std::vector<HostTensor> in{HostTensor::from_f32({batch, 16}, pattern(static_cast<size_t>(batch) * 16))};
+    const std::vector<float> reference = evaluate(imp.graph, in).at(0).to_f32();
+    const auto a = run_in_runtime(fused.program.bytes, in, {});
+    const auto b = run_in_runtime(unfused.program.bytes, in, {});
+    ASSERT_EQ(a.size(), 1u);
+    ASSERT_EQ(b.size(), 1u);
+    EXPECT_EQ(a[0].dims, (std::vector<int64_t>{batch, 8}));
+    const std::vector<float> ya = a[0].to_f32(), yb = b[0].to_f32();
+    ASSERT_EQ(ya.size(), reference.size());
+    ASSERT_EQ(yb.size(), reference.size());
+    double nonzero = 0;
+    for (size_t i = 0; i < ya.size(); ++i) {
+      const float tol = 1e-5f + 1e-4f * std::fabs(reference[i]);
+      ASSERT_NEAR(ya[i], reference[i], tol) << "fused, element " << i;
+      ASSERT_NEAR(yb[i], reference[i], tol) << "unfused, element " << i;
+      ASSERT_NEAR(ya[i], yb[i], 1e-5f + 1e-4f * std::fabs(yb[i])) << "element " << i;
+      nonzero += std::fabs(reference[i]);
+    }
+    EXPECT_GT(nonzero / static_cast<double>(ya.size()), 0.05);  // the comparison is not of near-zeros
+  }
+}
+
+// x [batch, 16] -> MatMul + bias (a1) -> the test's first GELU (g1) -> second_layer(): MatMul + bias
+// (a2) -> the test's second GELU (y).
+struct GeluModel {
+  testing::OnnxModel m;
+  GeluModel() {
+    m.input("x", onnx::TensorProto::FLOAT, {"batch", "16"});
+    m.init_f32("w1", {16, 24}, testing::ramp(16 * 24, 0.5f, 3));
+    m.init_f32("b1", {24}, testing::ramp(24, 0.5f, 4));
+    m.node("MatMul", {"x", "w1"}, {"h1"});
+    m.node("Add", {"h1", "b1"}, {"a1"});
+  }
+  void second_layer() {
+    m.init_f32("w2", {24, 8}, testing::ramp(24 * 8, 0.5f, 5));
+    m.init_f32("b2", {8}, testing::ramp(8, 0.5f, 6));
+    m.node("MatMul", {"g1", "w2"}, {"h2"});
+    m.node("Add", {"b2", "h2"}, {"a2"});
+  }
+  // torch's way of writing a GELU's constants (the tests' first GELU; the second uses [1]
+  // initializers).
+  void scalar_node(const std::string& out, float v) {
+    onnx::TensorProto* t = testing::attr_t(m.node("Constant", {}, {out}, "const_" + out), "value");
+    t->set_data_type(onnx::TensorProto::FLOAT);
+    t->add_float_data(v);
+  }
+  OnnxImport import() {
+    m.output("y");
+    return testing::import_model(m, {"x=batch:1..4x16"});
+  }
+};
+
+// The two erf-GELU spellings seen in the wild: torch.onnx.export's nn.GELU() (Div, Erf, Add,
+// Mul(x, .), Mul(., 0.5)) and Hugging Face's x * 0.5 * (1 + erf(x * 1/sqrt(2))) with commuted
+// operands.
+TEST(EndToEndTest, OnnxErfGeluIsFusedAndMatchesTheUnfusedProgram) {
+  GeluModel model;
+  testing::OnnxModel& m = model.m;
+  model.scalar_node("sqrt2", 1.4142135381698608f);
+  model.scalar_node("one", 1.0f);
+  model.scalar_node("half", 0.5f);
+  m.node("Div", {"a1", "sqrt2"}, {"t1"});
+  m.node("Erf", {"t1"}, {"t2"});
+  m.node("Add", {"t2", "one"}, {"t3"});
+  m.node("Mul", {"a1", "t3"}, {"t4"});
+  m.node("Mul", {"t4", "half"}, {"g1"});
+  model.second_layer();
+  m.init_f32("inv_sqrt2", {1}, {0.70710678f});
+  m.init_f32("one_1", {1}, {1.0f});
+  m.init_f32("half_1", {1}, {0.5f});
+  m.node("Mul", {"half_1", "a2"}, {"u1"});  // x * 0.5 first
+  m.node("Mul", {"inv_sqrt2", "a2"}, {"u2"});
+  m.node("Erf", {"u2"}, {"u3"});
+  m.node("Add", {"one_1", "u3"}, {"u4"});
+  m.node("Mul", {"u4", "u1"}, {"y"});
+  const OnnxImport imp = model.import();
+  ASSERT_EQ(testing::count_ops(imp.graph, OpCode::Erf), 2);
+  expect_fused_gelus_run_like_unfused(imp, 2, GeluApprox::None, 4, 12);  // linear, gelu, linear, gelu
+}
+
+// The tanh GELU as torch.onnx.export writes nn.GELU(approximate="tanh") before opset 20 (x * (x *
+// x), constants first) and as Hugging Face's gelu_new does (pow(x, 3), the 0.5 first).
+TEST(EndToEndTest, OnnxTanhGeluIsFusedAndMatchesTheUnfusedProgram) {
+  GeluModel model;
+  testing::OnnxModel& m = model.m;
+  model.scalar_node("kappa", 0.044714998453855515f);
+  model.scalar_node("beta", 0.7978845834732056f);
+  model.scalar_node("one", 1.0f);
+  model.scalar_node("half", 0.5f);
+  m.node("Mul", {"a1", "a1"}, {"t_sq"});
+  m.node("Mul", {"a1", "t_sq"}, {"t_cube"});
+  m.node("Mul", {"kappa", "t_cube"}, {"t_k"});
+  m.node("Add", {"a1", "t_k"}, {"t_sum"});
+  m.node("Mul", {"beta", "t_sum"}, {"t_inner"});
+  m.node("Tanh", {"t_inner"}, {"t_tanh"});
+  m.node("Add", {"one", "t_tanh"}, {"t_plus"});
+  m.node("Mul", {"a1", "t_plus"}, {"t_prod"});
+  m.node("Mul", {"half", "t_prod"}, {"g1"});
+  model.second_layer();
+  m.init_f32("three", {1}, {3.0f});
+  m.init_f32("kappa_1", {1}, {0.044715f});
+  m.init_f32("beta_1", {1}, {0.7978845608f});
+  m.init_f32("one_1", {1}, {1.0f});
+  m.init_f32("half_1", {1}, {0.5f});
+  m.node("Mul", {"a2", "half_1"}, {"u_half"});
+  m.node("Pow", {"a2", "three"}, {"u_cube"});
+  m.node("Mul", {"u_cube", "kappa_1"}, {"u_k"});
+  m.node("Add", {"u_k", "a2"}, {"u_sum"});
+  m.node("Mul", {"u_sum", "beta_1"}, {"u_inner"});
+  m.node("Tanh", {"u_inner"}, {"u_tanh"});
+  m.node("Add", {"u_tanh", "one_1"}, {"u_plus"});
+  m.node("Mul", {"u_half", "u_plus"}, {"y"});
+  const OnnxImport imp = model.import();
+  ASSERT_EQ(testing::count_ops(imp.graph, OpCode::Tanh), 2);
+  ASSERT_EQ(testing::count_ops(imp.graph, OpCode::Pow), 1);
+  expect_fused_gelus_run_like_unfused(imp, 2, GeluApprox::Tanh, 4, 19);
+}
 
 // The f32 weight the kernels compute with: a quantized value decoded by the reference dequantizers.
 std::vector<float> dequantized_weight(const Value& v) {

@@ -1,6 +1,7 @@
 // Models exported by torch.onnx.export at test time (tests/exporter/data/onnx/make_torch_models.py,
 // /usr/bin/python3 with Debian's python3-torch): imported, run on the reference evaluator, compared
-// with PyTorch's output; and the `exporter` CLI on the same files. Skipped without python3-torch.
+// with PyTorch's output (also after the pipeline's passes: the GELU fusion); and the `exporter` CLI on
+// the same files. Skipped without python3-torch.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -104,6 +105,23 @@ TEST_P(TorchExportTest, MatchesPyTorch) {
   const std::vector<float> y1 = evaluate(imp.graph, {HostTensor::from_f32(one, x1)})[0].to_f32();
   std::vector<float> e1(expected.begin(), expected.begin() + static_cast<std::ptrdiff_t>(y1.size()));
   EXPECT_LE(rel_l2(y1, e1), 1e-4);
+
+  // The pipeline's GELU fusion on torch's own spelling of nn.GELU() (tiny_attention has one; at
+  // opset 13 its constants are Constant nodes, at 17 folded by torch): one gelu node, no erf left,
+  // and the fused graph still matches PyTorch.
+  const ExportResult r = export_graph(imp.graph, ExportOptions{});
+  const int gelus = std::string(c.model) == "tiny_attention" ? 1 : 0;
+  EXPECT_EQ(r.gelus_fused, gelus);
+  int gelu_nodes = 0, erf_nodes = 0;
+  for (const Node& n : r.graph.nodes) {
+    gelu_nodes += n.op == OpCode::Gelu;
+    erf_nodes += n.op == OpCode::Erf;
+  }
+  EXPECT_EQ(gelu_nodes, gelus);
+  EXPECT_EQ(erf_nodes, 0);
+  const std::vector<float> fused = evaluate(r.graph, {HostTensor::from_f32(dims, x)}).at(0).to_f32();
+  ASSERT_EQ(fused.size(), expected.size());
+  EXPECT_LE(rel_l2(fused, expected), 1e-4);
 }
 
 INSTANTIATE_TEST_SUITE_P(Models, TorchExportTest,
@@ -165,6 +183,24 @@ TEST(OnnxCliTest, ExportsATorchModelAndPrintsTheSummary) {
     EXPECT_EQ(std::count(e.err.begin(), e.err.end(), '\n'), 1) << e.err;
   }
   EXPECT_FALSE(fs::exists(path));  // no program is written when export fails
+}
+
+TEST(OnnxCliTest, TheSummaryCountsFusedGelus) {
+  const std::string& dir = torch_models_dir();
+  ASSERT_FALSE(dir.empty()) << "making the PyTorch test models failed: run scripts/setup.sh (python3-torch, python3-onnx)";
+  const std::string path = testing::temp_path("tiny_attention.pte");
+  // The test manifest has no erf kernel: only the fused model exports with it.
+  const CliRun r = run_exporter({dir + "/tiny_attention_opset17.onnx", "-o", path, "--input-shape",
+                                 "input=batch:1..4xseq:1..32x16", "--manifest", testing::test_data_path("test_manifest.json")});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("onnx: opset 17, ir 8, producer pytorch"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find(" Erf x1 "), std::string::npos) << r.out;  // the ONNX histogram
+  EXPECT_NE(r.out.find("dead nodes removed, 1 gelus fused\n"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("gelu               /ff/ff.1/Mul_1 -> portable\n"), std::string::npos) << r.out;
+  std::ifstream in(path, std::ios::binary);
+  const std::vector<uint8_t> file((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_EQ(testing::validate_with_runtime(file), "");
+  std::remove(path.c_str());
 }
 
 }  // namespace
