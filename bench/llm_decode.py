@@ -152,10 +152,11 @@ def write_checkpoint_metadata(ckpt_dir, config, pad_tokenizer, tokenizer_src=Non
     return config
 
 
-def write_checkpoint(ckpt_dir, config, pad_tokenizer):
-    """write_checkpoint_metadata, then model.safetensors (written by hand, streaming: 8-byte
-    little-endian header length, JSON header, raw little-endian data)."""
-    config = write_checkpoint_metadata(ckpt_dir, config, pad_tokenizer)
+def write_checkpoint(ckpt_dir, config, pad_tokenizer, tokenizer_src=None):
+    """write_checkpoint_metadata (tokenizer from `tokenizer_src`, default TOKENIZER_SRC), then
+    model.safetensors (written by hand, streaming: 8-byte little-endian header length, JSON header,
+    raw little-endian data)."""
+    config = write_checkpoint_metadata(ckpt_dir, config, pad_tokenizer, tokenizer_src)
     shapes = tensor_shapes(config)
     header, offset = {"__metadata__": {"format": "pt"}}, 0
     for name, shape in shapes:
