@@ -13,11 +13,12 @@ bytes per weight:
 Ember: the checkpoint is exported with `exporter CKPT --max-seqs 8 --max-tokens 256 --max-context
 512 [--quantize fp8|nvfp4]` (llm_decode.py's flags; the quantized programs quantize the LM head
 with the other linears and keep the embedding table bf16) and run as `runner --program X.pte
---prompts-file P --max-new-tokens N --ignore-eos --temperature 0 --repetition-penalty 1 --threads T
+--prompts-file P --max-new-tokens N --warmup --ignore-eos --temperature 0 --repetition-penalty 1 --threads T
 [--cpu-target AVX2]`, P holding one prompt of exactly 32 tokens as the runner encodes it. Its
 "prefill: ...; decode: ..." line gives prefill tok/s (the 32-token step, the first token
 included) and decode tok/s (the N - 1 single-token steps that follow). One process per round:
-program load is not timed, and the prefill step is the first execution after the load.
+program load is not timed, and --warmup runs an untimed 2-token generation first (llama-bench
+warms up too).
 
 llama.cpp: commit 0c1e57098 as the PyPI sdist of llama-cpp-python 0.3.36 vendors it, built CPU
 only by bench/llama_cpp/build.sh (`native`: -march=native; `avx2`: GGML_NATIVE=OFF with AVX2, FMA,
@@ -246,7 +247,7 @@ def check_gguf_f16(gguf, ckpt, path, names):
 
 def run_ember(args, runner, pte, prompts, threads, cpu_target, log):
     cmd = [runner, "--program", pte, "--prompts-file", prompts, "--max-new-tokens", str(args.new_tokens),
-           "--threads", str(threads)] + RUNNER_ARGS + (["--cpu-target", cpu_target] if cpu_target else [])
+           "--threads", str(threads), "--warmup"] + RUNNER_ARGS + (["--cpu-target", cpu_target] if cpu_target else [])
     p, wall = ld.run(cmd, log, check=False, timeout=args.run_timeout)
     m = ld.DECODE_RE.search(p.stderr)
     if p.returncode != 0 or not m:

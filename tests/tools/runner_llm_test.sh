@@ -32,10 +32,15 @@ for m in llama_f32 qwen2_bf16 qwen3_fp8; do
   [ "$n" -eq 10 ] || fail "$m: expected 8 generated ids: $(grep generated "$T/out")"
   grep -q "decode: 7 tokens in .* tok/s" "$T/err" || fail "$m: no decode tokens/s line: $(cat "$T/err")"
   grep -q "finished: length" "$T/err" || fail "$m: not finished by length: $(cat "$T/err")"
-  # Greedy is deterministic.
+  # Greedy is deterministic; an untimed warm-up generation first (--warmup) changes nothing the
+  # timed request produces, and its whole prompt is still counted as prefill (no prefix reuse).
   cp "$T/out" "$T/first"
   expect_ok "$RUNNER" --program "$T/$m.pte" --prompt "Hello world, this is" --max-new-tokens 8 --ignore-eos --print-ids
   cmp -s "$T/out" "$T/first" || fail "$m: two greedy runs differ"
+  prefill=$(grep -o "prefill: [0-9]* tokens" "$T/err")
+  expect_ok "$RUNNER" --program "$T/$m.pte" --prompt "Hello world, this is" --max-new-tokens 8 --ignore-eos --print-ids --warmup
+  cmp -s "$T/out" "$T/first" || fail "$m: --warmup changed the output: $(cat "$T/out")"
+  grep -q "$prefill" "$T/err" || fail "$m: --warmup changed the timed prefill ($prefill): $(cat "$T/err")"
   # The embedded tokenizer equals the checkpoint's tokenizer.json.
   text='Hello wörld! 12345 你好 🙂  spaces'
   expect_ok "$RUNNER" --tokenizer "$CK/$m/tokenizer.json" --encode "$text"

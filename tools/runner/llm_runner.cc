@@ -250,6 +250,18 @@ int run_llm(const Options& o) {
   if (!(config.repetition_penalty > 0.0f && std::isfinite(config.repetition_penalty))) {
     refuse_default("repetition_penalty", config.repetition_penalty, "--repetition-penalty");
   }
+  if (o.warmup) {  // untimed: the first prompt's ids reversed, 2 new tokens, greedy
+    std::vector<int32_t> ids(requests[0].ids.rbegin(), requests[0].ids.rend());
+    llm::GenerationConfig warm;
+    warm.max_new_tokens = 2;
+    warm.ignore_eos = true;
+    Result<int32_t> seq = engine.add(Span<const int32_t>(ids.data(), ids.size()), warm, &ctx);
+    if (!seq.is_ok()) fail(seq.status(), ctx, "warm-up");
+    while (engine.has_work()) {
+      if (!engine.step(&ctx).is_ok()) fail(Status(ctx.code), ctx, "warm-up step");
+    }
+    engine.release(seq.value());
+  }
   for (size_t i = 0; i < requests.size(); ++i) {
     Result<int32_t> seq = engine.add(Span<const int32_t>(requests[i].ids.data(), requests[i].ids.size()), config, &ctx);
     if (!seq.is_ok()) fail(seq.status(), ctx, "prompt " + std::to_string(i + 1));

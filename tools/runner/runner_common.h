@@ -34,7 +34,7 @@ struct Options {
   // LLM programs (llm_runner.cc).
   std::string prompt, prompts_file, system, tokenizer, encode, decode;
   std::vector<std::string> stops;
-  bool chat = false, print_ids = false, ignore_eos = false;
+  bool chat = false, print_ids = false, ignore_eos = false, warmup = false;
   int max_new_tokens = 128;
   float temperature = -1.0f, top_p = -1.0f, repetition_penalty = -1.0f;  // < 0: the program's default
   int top_k = -1;
