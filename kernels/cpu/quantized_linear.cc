@@ -659,8 +659,15 @@ EMBER_QL_WALKER void Bf16Rows(const QuantPlan& plan, int64_t j0, int64_t prefetc
       even[q] = hn::BitCast(d, hn::ShiftLeft<16>(v));
       odd[q] = hn::BitCast(d, hn::And(v, high));
     }
-    if (e == 0) a.template Step<true>(e, even); else a.template Step<false>(e, even);
-    a.template Step<false>(e + lanes, odd);
+    // Even elements on chain p, odd ones on p2: two independent FMA chains (one chain bound the
+    // GEMV to one FMA per latency, 16 weights per 4 cycles on AVX2).
+    if (e == 0) {
+      a.template Step<true, 0>(e, even);
+      a.template Step<true, 1>(e + lanes, odd);
+    } else {
+      a.template Step<false, 0>(e, even);
+      a.template Step<false, 1>(e + lanes, odd);
+    }
   }
   if (e < k) {
     for (int q = 0; q < kCols; ++q) {
@@ -668,12 +675,15 @@ EMBER_QL_WALKER void Bf16Rows(const QuantPlan& plan, int64_t j0, int64_t prefetc
       even[q] = hn::BitCast(d, hn::ShiftLeft<16>(v));
       odd[q] = hn::BitCast(d, hn::And(v, high));
     }
-    if (e == 0) a.template Step<true>(e, even); else a.template Step<false>(e, even);
-    a.template Step<false>(e + lanes, odd);
+    if (e == 0) {
+      a.template Step<true, 0>(e, even);
+      a.template Step<true, 1>(e + lanes, odd);
+    } else {
+      a.template Step<false, 0>(e, even);
+      a.template Step<false, 1>(e + lanes, odd);
+    }
   }
-  VF ones[kCols];
-  for (int q = 0; q < kCols; ++q) ones[q] = hn::Set(d, 1.0f);
-  a.Flush(ones);
+  a.Flush2();
 }
 
 // ---------------------------------------------------------------- driver
@@ -683,6 +693,13 @@ EMBER_QL_WALKER void Bf16Rows(const QuantPlan& plan, int64_t j0, int64_t prefetc
 constexpr int ColsFor(int rows) { return rows == 1 ? 4 : (rows == 2 ? 2 : 1); }
 #else
 constexpr int ColsFor(int rows) { return rows <= 2 ? 4 : 2; }
+#endif
+
+// bf16 prefill groups: weight rows in pairs where 32 registers hold acc, p and p2 of 4 x 2.
+#if HWY_TARGET <= HWY_AVX3
+constexpr int kBf16GemmCols = 2;
+#else
+constexpr int kBf16GemmCols = 1;
 #endif
 
 // The lane-wise sums of y[i0 .. i0 + kRows, j0 .. j0 + kCols) into sums[r][j0 - unit_j + q]
@@ -728,7 +745,7 @@ HWY_INLINE void RowGroup(const QuantPlan& plan, int64_t i0, int64_t j_begin, int
   // by then (m = 32 in cache, 1 core: 1.45x faster on AVX-512, 1.33x on AVX2). Bits do not depend
   // on kC. NVFP4 stays at one: its invalid-scale fallback is decided per walker call, and a row's
   // bits must not depend on its neighbour.
-  constexpr int kC = F == QuantFormat::Nvfp4 ? 1 : (F == QuantFormat::Bf16 ? (kRows >= 3 ? 2 : 1) : ColsFor(kRows));
+  constexpr int kC = F == QuantFormat::Nvfp4 ? 1 : (F == QuantFormat::Bf16 ? (kRows >= 3 ? kBf16GemmCols : 1) : ColsFor(kRows));
   const DF d;
   VF sums[kRows][cpu_detail::kUnitRows];
   int64_t j = j_begin;
@@ -789,8 +806,8 @@ void W8a8Epilogue(const QuantPlan& plan, int64_t i, int64_t j_begin, int64_t j_e
   }
 }
 
-// Rows of x per group: 6 with AVX-512's 32 registers (m = 32 in cache, 1 core: bf16 1.15x,
-// FP8 128x128 / MXFP8 1.03-1.07x, FP8 per channel unchanged), else 4.
+// Rows of x per group: 6 with AVX-512's 32 registers (m = 32 in cache, 1 core: FP8 128x128 /
+// MXFP8 1.03-1.07x, FP8 per channel unchanged), else 4.
 #if HWY_TARGET <= HWY_AVX3
 constexpr int64_t kGroupRows = 6;
 #else
@@ -805,7 +822,7 @@ void UnitsFor(const QuantPlan& plan, size_t begin, size_t end) {
     const int64_t j0 = static_cast<int64_t>(u) * cpu_detail::kUnitRows;
     const int64_t j1 = j0 + cpu_detail::kUnitRows < plan.n ? j0 + cpu_detail::kUnitRows : plan.n;
     // NVFP4 keeps 4: its six accumulator sets would spill at 6 rows (m = 32: 1.4x slower).
-    constexpr int64_t kRowsMax = F == QuantFormat::Nvfp4 ? 4 : kGroupRows;
+    constexpr int64_t kRowsMax = F == QuantFormat::Nvfp4 || F == QuantFormat::Bf16 ? 4 : kGroupRows;
     for (int64_t i0 = 0; i0 < plan.m; i0 += kRowsMax) {
       const bool prefetch = i0 == 0;
       switch (plan.m - i0 < kRowsMax ? plan.m - i0 : kRowsMax) {

@@ -272,6 +272,12 @@ struct Accum {
       }
     }
   }
+  // acc = (p + p2) + acc (bf16's two chains, scale 1); the next Steps must be first ones.
+  HWY_INLINE void Flush2() {
+    for (int r = 0; r < kRows; ++r) {
+      for (int q = 0; q < kCols; ++q) acc[r][q] = hn::Add(hn::Add(p[r][q], p2[r][q]), acc[r][q]);
+    }
+  }
   // acc += p * s (s per weight row); the next Step must be a first one.
   HWY_INLINE void Flush(const VF* s) {
     for (int r = 0; r < kRows; ++r) {
