@@ -15,7 +15,7 @@
 // where output (oh, ow) reads the taps at q + i dh Wp + j dw, q = oh Wp + ow: vectors run along q
 // over whole rows at once (rows narrower than a vector included), the kh x kw taps unrolled for
 // 3x3 and 5x5; the columns past OW are dropped when copying out. Each element: one FMA chain over
-// the taps in order from 0, then + bias, then the output clamp (per row, after the copy out).
+// the taps in order from 0, then + bias, then the output clamp (vectorized while copying out).
 //
 // Padded taps contribute 0 * w: for w = ±inf / NaN that is NaN where the reference skips the tap.
 // A NaN can only come out of an element whose chain met a NaN, so when the conv has padding every
@@ -294,16 +294,25 @@ void ConvGemmUnit(const ConvRun& run, size_t u, float* HWY_RESTRICT buf) {
   if (p.pt | p.pl | p.pb | p.pr) FixNaN(p, n, oc0, m1 - m0, q0, q0 + cols);
 }
 
-// The output clamp over count floats in place (after the bias, as conv_point).
-HWY_INLINE void ClampRow(const ConvPlan& p, float* HWY_RESTRICT row, int64_t count) {
+// Depthwise copy out with the output clamp: dst[t] = clamp(src[t] (+ b)) for t < count. src is a row
+// of the outputs over the padded width, whose slack (conv_dw_outq_floats) covers a whole vector
+// past the row, so the tail loads a full vector and only the store is partial. (Clamping dst in
+// place after the scalar copy read its narrow stores back as vectors: a store-forwarding stall per
+// row that cost MobileNetV2's 7x7 and 14x14 depthwise convs more than the clip it replaced.)
+template <bool kBias>
+HWY_INLINE void CopyRowClamped(const ConvPlan& p, const float* HWY_RESTRICT src, float b,
+                               float* HWY_RESTRICT dst, int64_t count) {
   const ConvTag d;
+  using V = hn::Vec<decltype(d)>;
   const int64_t lanes = static_cast<int64_t>(hn::Lanes(d));
-  const auto lo = hn::Set(d, p.out_min), hi = hn::Set(d, p.out_max);
+  const V lo = hn::Set(d, p.out_min), hi = hn::Set(d, p.out_max), bv = hn::Set(d, b);
+  auto value = [&](int64_t t) {
+    const V x = hn::LoadU(d, src + t);
+    return ClampKeepNaN(kBias ? hn::Add(x, bv) : x, lo, hi);
+  };
   int64_t t = 0;
-  for (; t + lanes <= count; t += lanes) hn::StoreU(ClampKeepNaN(hn::LoadU(d, row + t), lo, hi), d, row + t);
-  if (const size_t tail = size_t(count - t); tail != 0) {
-    StoreTail(d, ClampKeepNaN(LoadTail(d, row + t, tail), lo, hi), row + t, tail);
-  }
+  for (; t + lanes <= count; t += lanes) hn::StoreU(value(t), d, dst + t);
+  if (const size_t tail = size_t(count - t); tail != 0) StoreTail(d, value(t), dst + t, tail);
 }
 
 // Depthwise: q in [0, count) of the phase grid, taps (offsets into the phase planes) unrolled when
@@ -394,12 +403,17 @@ void ConvDepthwiseUnit(const ConvRun& run, size_t u, float* HWY_RESTRICT buf) {
   for (int64_t oh = 0; oh < p.oh; ++oh) {
     const float* src = outq + oh * wq;
     float* dst = out + oh * p.ow;
-    if (p.bias != nullptr) {
+    if (p.clamp) {
+      if (p.bias != nullptr) {
+        CopyRowClamped<true>(p, src, b, dst, p.ow);
+      } else {
+        CopyRowClamped<false>(p, src, b, dst, p.ow);
+      }
+    } else if (p.bias != nullptr) {
       for (int64_t t = 0; t < p.ow; ++t) dst[t] = src[t] + b;
     } else {
       std::memcpy(dst, src, size_t(p.ow) * sizeof(float));
     }
-    if (p.clamp) ClampRow(p, dst, p.ow);  // the row is in L1 after the copy
   }
   if (p.pt | p.pl | p.pb | p.pr) FixNaN(p, n, ch, 1, 0, p.oh * p.ow);
 }

@@ -349,8 +349,9 @@ TEST_P(Conv2dTest, PackedNonFinite) {
 // The fused output clamp is exactly a clip after the conv: on every path (direct without scratch;
 // packed GEMM, depthwise stride 1 and 2 with it; 1, 2 and 3 threads) the clamped result is, bit for
 // bit, that path's unclamped result through the reference clip: NaN stays NaN, ±inf is clamped, the
-// clamp comes after the bias and only after the last reduction block (K = 300 has two). Cases with
-// inf weights and a NaN input also exercise the packed paths' NaN recomputation (conv_point).
+// clamp comes after the bias (with and without one) and only after the last reduction block (K = 300
+// has two). Cases with inf weights and a NaN input also exercise the packed paths' NaN
+// recomputation (conv_point).
 TEST_P(Conv2dTest, OutputClampIsConvThenClip) {
   const float inf = std::numeric_limits<float>::infinity();
   const ConvCase cases[] = {
@@ -362,8 +363,9 @@ TEST_P(Conv2dTest, OutputClampIsConvThenClip) {
   };
   const float bounds[][2] = {{0.0f, inf}, {0.0f, 6.0f}, {-0.25f, 0.25f}, {-inf, 0.0f}, {0.125f, 0.125f}};
   for (const ConvCase& c : cases) {
-    for (bool non_finite : {false, true}) {
-      SCOPED_TRACE(std::string(c.name) + (non_finite ? ", non-finite" : ""));
+    for (int variant = 0; variant < 3; ++variant) {  // finite; non-finite; finite without a bias
+      const bool non_finite = variant == 1, with_bias = variant != 2;
+      SCOPED_TRACE(std::string(c.name) + (non_finite ? ", non-finite" : "") + (with_bias ? "" : ", no bias"));
       const OpAttrs plain = ConvAttrs(c);
       Tensor x = Random({c.n, c.c, c.h, c.w}, 71), w = Random({c.o, c.c / c.groups, c.kh, c.kw}, 72);
       Tensor bias = Random({c.o}, 73);
@@ -372,7 +374,8 @@ TEST_P(Conv2dTest, OutputClampIsConvThenClip) {
         w.f()[w.numel() - 1] = -inf;
         x.f()[(c.c - 1) * c.h * c.w + 2 * c.w + 4] = std::nanf("");  // (2, 4): read at stride 2, dilation 2
       }
-      const std::vector<TensorView> in = {x.view, w.view, bias.view};
+      const std::vector<TensorView> in =
+          with_bias ? std::vector<TensorView>{x.view, w.view, bias.view} : std::vector<TensorView>{x.view, w.view};
       Tensor packed, direct;
       RunConvPacked(plain, in, 1, &packed);
       Shape(OpCode::Conv2d, plain, in.data(), in.size(), &direct);
