@@ -78,6 +78,7 @@ ExportResult export_graph(Graph graph, const ExportOptions& options) {
   stage("folding constants");
   r.batch_norms_folded = fold_batch_norms(graph);
   if (options.fold_constants) r.fold = fold_constants(graph);
+  if (options.fuse_conv_clamps) r.conv_clamps_fused = fuse_conv_clamps(graph);
   r.dead_nodes_removed = remove_dead_code(graph);
   // After folding, so constants computed at export (a sqrt(2) from Sqrt(2.0)) are seen as scalars,
   // and after dead code, so the nodes the fusion leaves unread are all that its own cleanup drops.
@@ -132,6 +133,7 @@ std::string format_summary(const ExportResult& r) {
                 r.batch_norms_folded, r.fold.folded_nodes, r.fold.removed_constants, r.dead_nodes_removed,
                 r.gelus_fused);
   s += buf;
+  s += "fusions: " + std::to_string(r.conv_clamps_fused) + " relu / clip into conv2d\n";
   std::map<std::string, int> per_backend;
   for (const std::string& b : r.partition.node_backend) ++per_backend[b];
   s += "backends:";

@@ -1,7 +1,7 @@
-// The exporter pipeline (DESIGN §5): passes (batch-norm folding, constant folding, dead code, GELU
-// fusion, quantization) -> partition -> plan -> serialize, on an imported Graph. Layout: activations
-// stay logical NCHW (contiguous); channels-last is a backend concern (a delegate converts inside its
-// payload), so there is no layout pass. Host-only; throws ExportError.
+// The exporter pipeline (DESIGN §5): passes (batch-norm folding, constant folding, conv clamp fusion,
+// dead code, GELU fusion, quantization) -> partition -> plan -> serialize, on an imported Graph.
+// Layout: activations stay logical NCHW (contiguous); channels-last is a backend concern (a delegate
+// converts inside its payload), so there is no layout pass. Host-only; throws ExportError.
 #pragma once
 
 #include <optional>
@@ -13,6 +13,7 @@
 #include "exporter/partition/partitioner.h"
 #include "exporter/passes/batch_norm_folding.h"
 #include "exporter/passes/constant_folding.h"
+#include "exporter/passes/conv_clamp_fusion.h"
 #include "exporter/passes/gelu_fusion.h"
 #include "exporter/passes/quantize.h"
 #include "exporter/passes/weight_check.h"
@@ -38,6 +39,9 @@ struct ExportOptions {
   // any pass can hide them, and on the ones the passes make): false = ExportError naming the first
   // offenders; true (exporter --allow-non-finite-weights) = exported, with a line in `warnings`.
   bool allow_non_finite_weights = false;
+  // passes/conv_clamp_fusion.h, after constant folding (exporter --no-conv-clamp-fusion: off, to
+  // compare a program with its unfused twin).
+  bool fuse_conv_clamps = true;
   // Compile specs for the delegates of a backend (SerializeOptions::compile_specs). ExportError when
   // a spec's backend is not in `backends`, when no delegate went to it, or when one backend has a
   // key twice.
@@ -51,6 +55,7 @@ struct ExportOptions {
 struct ExportResult {
   Graph graph;  // after the passes
   FoldStats fold;
+  int conv_clamps_fused = 0;  // relu / clip nodes folded into their conv2d
   int batch_norms_folded = 0;
   int dead_nodes_removed = 0;
   int gelus_fused = 0;

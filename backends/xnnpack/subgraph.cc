@@ -242,6 +242,11 @@ Status conv2d(Pass& p, const fb::KernelCall& call) {
     return unsupported(p, "a weight or bias that is not a constant");
   }
   const fb::Conv2dAttrs* a = call.attrs_as_Conv2dAttrs();
+  // The fused output clamp is XNNPACK's output_min / output_max, which must satisfy min < max
+  // (xnn_define_convolution_2d refuses min == max; the validator allows it).
+  if (!(a->out_min() < a->out_max())) {
+    return unsupported(p, "an output clamp with min == max (XNNPACK needs min < max)");
+  }
   const TensorView w = shape_of(p, w_v);
   const int64_t o = w.dims[0], cg = w.dims[1], kh = w.dims[2], kw = w.dims[3];
   const int64_t groups = a->groups();
@@ -269,7 +274,8 @@ Status conv2d(Pass& p, const fb::KernelCall& call) {
                                          static_cast<uint32_t>(kh), static_cast<uint32_t>(kw), a->stride()->Get(0),
                                          a->stride()->Get(1), a->dilation()->Get(0), a->dilation()->Get(1),
                                          static_cast<uint32_t>(groups), static_cast<size_t>(cg),
-                                         static_cast<size_t>(o / groups), -kInf, kInf, in, filter, bias, out, 0),
+                                         static_cast<size_t>(o / groups), a->out_min(), a->out_max(), in, filter,
+                                         bias, out, 0),
                "xnn_define_convolution_2d");
 }
 

@@ -176,7 +176,7 @@ int run_cli(int argc, const char* const* argv, std::ostream& out, std::ostream& 
   std::string model, example, output, backends = kPortableBackend, manifest_path;
   std::vector<std::string> input_shapes, compile_spec_texts;
   std::vector<CompileSpecOption> compile_specs;
-  bool strip_debug = false, no_fold = false, allow_non_finite = false;
+  bool strip_debug = false, no_fold = false, allow_non_finite = false, no_conv_clamp_fusion = false;
   std::string quantize, quantize_dump;
   std::vector<std::string> quantize_include, quantize_exclude;
   hf::StepOptions llm_options;
@@ -245,6 +245,9 @@ int run_cli(int argc, const char* const* argv, std::ostream& out, std::ostream& 
       ->type_name("INT");
   app.add_flag("--strip-debug", strip_debug, "omit the debug segment (node names, source ops)");
   app.add_flag("--no-fold", no_fold, "skip constant folding");
+  app.add_flag("--no-conv-clamp-fusion", no_conv_clamp_fusion,
+               "keep relu / clip after conv2d as their own instructions (by default they become the conv's "
+               "output clamp; the results are the same)");
   app.add_option("--quantize", quantize,
                  "quantize linear weights: fp8 (per channel), fp8-block (128x128), fp8-dynamic (W8A8, FP8 "
                  "activations per token), mxfp8, nvfp4 (exporter/passes/quantize.h)");
@@ -325,6 +328,7 @@ int run_cli(int argc, const char* const* argv, std::ostream& out, std::ostream& 
     options.strip_debug = strip_debug;
     options.compile_specs = compile_specs;
     options.fold_constants = !no_fold;
+    options.fuse_conv_clamps = !no_conv_clamp_fusion;
     options.allow_non_finite_weights = allow_non_finite;
     if (!quantize.empty()) {
       QuantizeOptions q;

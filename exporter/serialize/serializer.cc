@@ -65,6 +65,8 @@ fb::AttributesUnion to_fb_attrs(const Node& node) {
       t.padding.assign(a.padding, a.padding + 4);
       t.dilation.assign(a.dilation, a.dilation + 2);
       t.groups = a.groups;
+      t.out_min = a.out_min;  // ±inf (none) is the default, so a plain conv writes no field
+      t.out_max = a.out_max;
       u.Set(std::move(t));
       break;
     }
@@ -347,6 +349,7 @@ uint64_t required_features_of(const Graph& graph) {
   }
   for (const Node& n : graph.nodes) {
     if (n.op == OpCode::PagedAttention) bits |= kFeaturePagedKv;
+    if (n.op == OpCode::Conv2d && conv2d_has_clamp(n.attrs)) bits |= kFeatureConvClamp;
   }
   return bits;
 }

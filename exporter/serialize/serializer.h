@@ -50,7 +50,7 @@ struct SerializedProgram {
 SerializedProgram serialize_program(const Graph& graph, const Partition& partition, const MemoryPlan& plan,
                                     const SerializeOptions& options = {});
 
-// Feature bits the graph's dtypes need (kFeatureFp8, ...).
+// Feature bits the graph needs: its dtypes (kFeatureFp8, ...), state, paged attention, conv clamps.
 uint64_t required_features_of(const Graph& graph);
 
 }  // namespace ember::exporter

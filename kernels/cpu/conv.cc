@@ -1,4 +1,5 @@
-// f32 NCHW conv2d (groups incl. depthwise, stride, dilation, asymmetric padding, optional bias).
+// f32 NCHW conv2d (groups incl. depthwise, stride, dilation, asymmetric padding, optional bias, the
+// fused output clamp of OpAttrs::out_min / out_max).
 // With conv2d_scratch's bytes in ctx.scratch, conv_gemm.cc runs it (a packed GEMM per group;
 // depthwise stride 1 over a padded plane). This file is the direct path, which needs no scratch:
 // strided depthwise, and any conv called without the scratch.
@@ -9,7 +10,8 @@
 // meets 4 broadcast weights, so 2 vectors x 4 channels = 8 accumulators. The last partial vector is
 // shifted back to end at the interior's end (recomputing a few columns identically). Columns that
 // touch the padding are done one by one, skipping taps outside the input. Every output element is
-// one FMA chain over (ic, kh, kw) in order, then + bias, whatever task or thread computes it.
+// one FMA chain over (ic, kh, kw) in order, then + bias, then the output clamp (if any), whatever
+// task or thread computes it.
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "kernels/cpu/conv.cc"
 #include "kernels/cpu/hwy_dispatch.h"
@@ -93,11 +95,13 @@ HWY_INLINE void ConvChunk(const ConvPlan& p, const float* in_g, const float* w_o
     }
   }
   const int64_t out_oc_stride = p.oh * p.ow;
+  const V lo = hn::Set(d, p.out_min), hi = hn::Set(d, p.out_max);
   for (int o = 0; o < kOcb; ++o) {
     float* dst = out_oc + o * out_oc_stride + oh * p.ow + ow0;
     for (int v = 0; v < kNv; ++v) {
       V r = acc[o][v];
       if (bias_oc != nullptr) r = hn::Add(r, hn::Set(d, bias_oc[o]));
+      if (p.clamp) r = ClampKeepNaN(r, lo, hi);
       hn::StoreU(r, d, dst + v * lanes);
     }
   }
@@ -127,7 +131,8 @@ HWY_INLINE void ConvRow(const ConvPlan& p, const float* in_g, const float* w_oc,
       if (x == lo) x = hi;
       if (x >= p.ow) break;
       float v = ConvPoint(p, in_g, w_oc + o * w_oc_stride, oh, x);
-      dst[x] = bias_oc != nullptr ? v + b : v;
+      if (bias_oc != nullptr) v += b;
+      dst[x] = p.clamp ? cpu_detail::conv_clamp(p, v) : v;
     }
   }
 }

@@ -8,18 +8,20 @@
 // The micro-kernel keeps kMr rows x 2 vectors of C in registers (kMr = 8 on AVX-512, 32 registers;
 // 6 elsewhere), broadcasting kMr weights in place (rows of w are contiguous along k) against 2
 // loads of one panel's row per k; it is out of line (inlined, GCC spilled AVX2's accumulators). Between reduction blocks C is stored and reloaded, which is exact, so every output element
-// is one FMA chain over k = 0..K-1 from 0, then + bias, whatever tile, block or thread computes it.
+// is one FMA chain over k = 0..K-1 from 0, then + bias (and the output clamp, in registers at the
+// last block's store), whatever tile, block or thread computes it.
 //
 // Depthwise (groups == C == O, stride 1): the input plane is copied into a zero-padded Hp x Wp plane,
 // where output (oh, ow) reads the taps at q + i dh Wp + j dw, q = oh Wp + ow: vectors run along q
 // over whole rows at once (rows narrower than a vector included), the kh x kw taps unrolled for
 // 3x3 and 5x5; the columns past OW are dropped when copying out. Each element: one FMA chain over
-// the taps in order from 0, then + bias.
+// the taps in order from 0, then + bias, then the output clamp (vectorized while copying out).
 //
 // Padded taps contribute 0 * w: for w = ±inf / NaN that is NaN where the reference skips the tap.
 // A NaN can only come out of an element whose chain met a NaN, so when the conv has padding every
-// NaN output is recomputed by conv_point (skipping padded taps, the reference's semantics); other
-// elements are unchanged (adding an exact 0 product keeps the sum).
+// NaN output is recomputed by conv_point (skipping padded taps, the reference's semantics; it
+// clamps too, and the clamp keeps NaN, so the NaN outputs are found after it); other elements are
+// unchanged (adding an exact 0 product keeps the sum).
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "kernels/cpu/conv_gemm.cc"
 #include "kernels/cpu/hwy_dispatch.h"
@@ -64,11 +66,12 @@ constexpr int kConvMr = 6;
 #endif
 
 // C[kRows x ncols] (+)= A[kRows x kc] * Bp[kc x kNv vectors]; ncols <= kNv * Lanes. `first`: start
-// from 0, else from C; `bias` (rows' biases) only on the last reduction block.
+// from 0, else from C; `bias` (rows' biases) and `clamp` ({out_min, out_max}, after the bias) only on
+// the last reduction block.
 template <int kRows, int kNv>
 HWY_NOINLINE void ConvMicro(const float* HWY_RESTRICT a, int64_t lda, const float* HWY_RESTRICT bp,
                           int64_t kc, int64_t ldb, float* HWY_RESTRICT c, int64_t ldc, size_t ncols,
-                          bool first, const float* bias) {
+                          bool first, const float* bias, const float* clamp) {
   const ConvTag d;
   using V = hn::Vec<decltype(d)>;
   const size_t lanes = hn::Lanes(d);
@@ -93,10 +96,13 @@ HWY_NOINLINE void ConvMicro(const float* HWY_RESTRICT a, int64_t lda, const floa
       for (int v = 0; v < kNv; ++v) acc[r][v] = hn::MulAdd(av, b[v], acc[r][v]);
     }
   }
+  const V lo = hn::Set(d, clamp != nullptr ? clamp[0] : 0.0f);
+  const V hi = hn::Set(d, clamp != nullptr ? clamp[1] : 0.0f);
   for (int r = 0; r < kRows; ++r) {
     for (int v = 0; v < kNv; ++v) {
       V x = acc[r][v];
       if (bias != nullptr) x = hn::Add(x, hn::Set(d, bias[r]));
+      if (clamp != nullptr) x = ClampKeepNaN(x, lo, hi);
       const size_t n = ncols > v * lanes ? ncols - v * lanes : 0;
       float* dst = c + r * ldc + v * lanes;
       if (full || n >= lanes) {
@@ -110,12 +116,13 @@ HWY_NOINLINE void ConvMicro(const float* HWY_RESTRICT a, int64_t lda, const floa
 
 template <int kNv>
 HWY_INLINE void ConvRows(int rows, const float* a, int64_t lda, const float* bp, int64_t kc, int64_t ldb,
-                         float* c, int64_t ldc, size_t ncols, bool first, const float* bias) {
+                         float* c, int64_t ldc, size_t ncols, bool first, const float* bias,
+                         const float* clamp) {
   switch (rows) {
 #define EMBER_CONV_ROWS_CASE(R)                                                   \
   case R:                                                                         \
     if constexpr (R <= kConvMr) {                                                 \
-      ConvMicro<R, kNv>(a, lda, bp, kc, ldb, c, ldc, ncols, first, bias);         \
+      ConvMicro<R, kNv>(a, lda, bp, kc, ldb, c, ldc, ncols, first, bias, clamp);  \
     }                                                                             \
     break;
     EMBER_CONV_ROWS_CASE(1)
@@ -244,6 +251,7 @@ void ConvGemmUnit(const ConvRun& run, size_t u, float* HWY_RESTRICT buf) {
   float* out_rows = p.out + (n * p.o + oc0) * positions + q0;
   const float* bias_rows = p.bias != nullptr ? p.bias + oc0 : nullptr;
   const int64_t kc_max = kdim < cpu_detail::kConvKc ? kdim : cpu_detail::kConvKc;
+  const float clamp_bounds[2] = {p.out_min, p.out_max};
   // B rows are ld apart: the panels' columns plus kConvLdPad, so the rows of one panel spread over
   // the L1 sets (a 1 KiB stride would put a 256-row panel in a few sets).
   const int64_t ld = panels * nr + cpu_detail::kConvLdPad;
@@ -264,6 +272,7 @@ void ConvGemmUnit(const ConvRun& run, size_t u, float* HWY_RESTRICT buf) {
       }
     }
     const bool first = k0 == 0, last = k0 + kc == kdim;
+    const float* clamp = last && p.clamp ? clamp_bounds : nullptr;
     for (int64_t j = 0; j < panels; ++j) {
       const float* bp = buf + j * nr;
       const int64_t ncols = cols - j * nr < nr ? cols - j * nr : nr;
@@ -274,15 +283,36 @@ void ConvGemmUnit(const ConvRun& run, size_t u, float* HWY_RESTRICT buf) {
         const float* bias = last && bias_rows != nullptr ? bias_rows + r : nullptr;
         if (ncols > lanes) {
           ConvRows<2>(take, w_rows + r * kdim + k0, kdim, bp, kc, ld, c + r * positions, positions,
-                      size_t(ncols), first, bias);
+                      size_t(ncols), first, bias, clamp);
         } else {
           ConvRows<1>(take, w_rows + r * kdim + k0, kdim, bp, kc, ld, c + r * positions, positions,
-                      size_t(ncols), first, bias);
+                      size_t(ncols), first, bias, clamp);
         }
       }
     }
   }
   if (p.pt | p.pl | p.pb | p.pr) FixNaN(p, n, oc0, m1 - m0, q0, q0 + cols);
+}
+
+// Depthwise copy out with the output clamp: dst[t] = clamp(src[t] (+ b)) for t < count. src is a row
+// of the outputs over the padded width, whose slack (conv_dw_outq_floats) covers a whole vector
+// past the row, so the tail loads a full vector and only the store is partial. (Clamping dst in
+// place after the scalar copy read its narrow stores back as vectors: a store-forwarding stall per
+// row that cost MobileNetV2's 7x7 and 14x14 depthwise convs more than the clip it replaced.)
+template <bool kBias>
+HWY_INLINE void CopyRowClamped(const ConvPlan& p, const float* HWY_RESTRICT src, float b,
+                               float* HWY_RESTRICT dst, int64_t count) {
+  const ConvTag d;
+  using V = hn::Vec<decltype(d)>;
+  const int64_t lanes = static_cast<int64_t>(hn::Lanes(d));
+  const V lo = hn::Set(d, p.out_min), hi = hn::Set(d, p.out_max), bv = hn::Set(d, b);
+  auto value = [&](int64_t t) {
+    const V x = hn::LoadU(d, src + t);
+    return ClampKeepNaN(kBias ? hn::Add(x, bv) : x, lo, hi);
+  };
+  int64_t t = 0;
+  for (; t + lanes <= count; t += lanes) hn::StoreU(value(t), d, dst + t);
+  if (const size_t tail = size_t(count - t); tail != 0) StoreTail(d, value(t), dst + t, tail);
 }
 
 // Depthwise: q in [0, count) of the phase grid, taps (offsets into the phase planes) unrolled when
@@ -373,7 +403,13 @@ void ConvDepthwiseUnit(const ConvRun& run, size_t u, float* HWY_RESTRICT buf) {
   for (int64_t oh = 0; oh < p.oh; ++oh) {
     const float* src = outq + oh * wq;
     float* dst = out + oh * p.ow;
-    if (p.bias != nullptr) {
+    if (p.clamp) {
+      if (p.bias != nullptr) {
+        CopyRowClamped<true>(p, src, b, dst, p.ow);
+      } else {
+        CopyRowClamped<false>(p, src, b, dst, p.ow);
+      }
+    } else if (p.bias != nullptr) {
       for (int64_t t = 0; t < p.ow; ++t) dst[t] = src[t] + b;
     } else {
       std::memcpy(dst, src, size_t(p.ow) * sizeof(float));

@@ -35,7 +35,15 @@ struct ConvPlan {
   int64_t blocks_per_group;        // direct: ceil(opg / kConvOcBlock)
   int64_t ow_lo, ow_hi;            // direct: interior output columns
   ConvPath path;
+  bool clamp;                      // conv2d_has_clamp: every output goes through conv_clamp
+  float out_min, out_max;
 };
+
+// The output clamp of one element after the bias, the reference's (and ClampKeepNaN's) selects.
+inline float conv_clamp(const ConvPlan& p, float v) {
+  v = v < p.out_min ? p.out_min : v;
+  return v > p.out_max ? p.out_max : v;
+}
 
 inline int64_t conv_round_up(int64_t v, int64_t m) { return (v + m - 1) / m * m; }
 
@@ -43,6 +51,9 @@ inline int64_t conv_round_up(int64_t v, int64_t m) { return (v + m - 1) / m * m;
 inline void conv_fill_plan(const OpAttrs& attrs, const TensorView& x, const TensorView& w,
                            const TensorView& out, ConvPlan* plan) {
   ConvPlan& p = *plan;
+  p.clamp = conv2d_has_clamp(attrs);
+  p.out_min = attrs.out_min;
+  p.out_max = attrs.out_max;
   p.n = x.dims[0];
   p.c = x.dims[1];
   p.h = x.dims[2];
@@ -102,9 +113,10 @@ inline size_t conv_slot_bytes(const ConvPlan& p) {
   return static_cast<size_t>(conv_round_up(floats * 4, static_cast<int64_t>(kConvAlign)));
 }
 
-// One output element, skipping taps outside the input (as the reference does), then + bias: the
-// packed paths recompute with it the elements that came out NaN when the conv has padding, since a
-// padded tap there contributed 0 * w, which is NaN for w = ±inf / NaN where the reference skips it.
+// One output element, skipping taps outside the input (as the reference does), then + bias and the
+// clamp: the packed paths recompute with it the elements that came out NaN when the conv has padding,
+// since a padded tap there contributed 0 * w, which is NaN for w = ±inf / NaN where the reference
+// skips it (the clamp keeps NaN, so a clamped NaN is still found).
 inline float conv_point(const ConvPlan& p, int64_t n, int64_t oc, int64_t oh, int64_t ow) {
   const int64_t g = oc / p.opg;
   const float* in_g = p.in + (n * p.c + g * p.cpg) * p.h * p.w_in;
@@ -124,7 +136,8 @@ inline float conv_point(const ConvPlan& p, int64_t n, int64_t oc, int64_t oh, in
       }
     }
   }
-  return p.bias != nullptr ? acc + p.bias[oc] : acc;
+  if (p.bias != nullptr) acc += p.bias[oc];
+  return p.clamp ? conv_clamp(p, acc) : acc;
 }
 
 // Runs the packed GEMM or depthwise path (conv_gemm.cc) when p.path is one of them and ctx.scratch

@@ -194,13 +194,6 @@ HWY_INLINE V Sigmoid(D d, V x) {
   return hn::IfThenElse(nan, x, hn::IfThenElse(hn::Lt(x, hn::Zero(d)), hn::Mul(e, r), r));
 }
 
-// lo <= x <= hi by comparisons, so a NaN x stays NaN (as the reference; hn::Min/Max do not say).
-template <class V>
-HWY_INLINE V ClampKeepNaN(V x, V lo, V hi) {
-  x = hn::IfThenElse(hn::Lt(x, lo), lo, x);
-  return hn::IfThenElse(hn::Gt(x, hi), hi, x);
-}
-
 template <UnaryOp kOp, class D, class V>
 HWY_INLINE V Apply1(D d, V x, V p0, V p1) {
   if constexpr (kOp == UnaryOp::Clip) return ClampKeepNaN(x, p0, p1);

@@ -1,6 +1,6 @@
 // Per-target helpers shared by kernels/cpu files. Include after hwy/highway.h, inside no namespace.
-// Also: ExpArg / TanhArg (defined arguments for hwy's Exp / Tanh) and ReluKeepNaN (relu with NaN
-// and -0 kept).
+// Also: ExpArg / TanhArg (defined arguments for hwy's Exp / Tanh), ReluKeepNaN and ClampKeepNaN
+// (relu and clip with NaN and -0 kept).
 // Highway 1.0.3 has no LoadN/StoreN. On AVX-512 (HWY_MEM_OPS_MIGHT_FAULT == 0) partial vectors
 // are masked loads and stores, which touch no element past `count`; elsewhere they go through a
 // stack buffer (MaskedLoad on SSE / AVX2 targets may read the whole vector). The buffer costs a
@@ -87,6 +87,19 @@ HWY_INLINE hn::VFromD<D> ReluKeepNaN(D d, hn::VFromD<D> x) {
   return hn::Max(hn::Zero(d), x);
 #else
   return hn::IfThenZeroElse(hn::Lt(x, hn::Zero(d)), x);
+#endif
+}
+
+// min(max(x, lo), hi) as the reference's clip: x < lo ? lo : x, then > hi ? hi : x, so a NaN x stays
+// NaN and -0 stays -0 (lo, hi not NaN). On x86 maxps / minps are exactly these selects (the second
+// operand when either is NaN or both are zero), as in ReluKeepNaN; elsewhere compare and select.
+template <class V>
+HWY_INLINE V ClampKeepNaN(V x, V lo, V hi) {
+#if HWY_ARCH_X86 && HWY_TARGET != HWY_SCALAR && HWY_TARGET != HWY_EMU128
+  return hn::Min(hi, hn::Max(lo, x));
+#else
+  x = hn::IfThenElse(hn::Lt(x, lo), lo, x);
+  return hn::IfThenElse(hn::Gt(x, hi), hi, x);
 #endif
 }
 

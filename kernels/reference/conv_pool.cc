@@ -1,6 +1,7 @@
-// conv2d and pooling reference kernels (f32, NCHW, sums in double). Padding is [top, left, bottom,
-// right]; output sizes were set by the shape function (PyTorch's rules, ceil_mode included), so a
-// window may hang past the input's right or bottom edge: taps outside the input are skipped.
+// conv2d and pooling reference kernels (f32, NCHW, sums in double; conv2d then applies its output
+// clamp to the f32 result, as a clip after it would). Padding is [top, left, bottom, right]; output
+// sizes were set by the shape function (PyTorch's rules, ceil_mode included), so a window may hang
+// past the input's right or bottom edge: taps outside the input are skipped.
 #include <cmath>
 #include <limits>
 
@@ -23,6 +24,7 @@ void conv2d(KernelContext&, const OpAttrs& attrs, const TensorView* inputs, size
   const int64_t sh = attrs.stride[0], sw = attrs.stride[1];
   const int64_t dh = attrs.dilation[0], dw = attrs.dilation[1];
   const int64_t pt = attrs.padding[0], pl = attrs.padding[1];
+  const float lo = attrs.out_min, hi = attrs.out_max;
   const float* px = x.data_as<const float>();
   const float* pw = w.data_as<const float>();
   float* po = out.data_as<float>();
@@ -45,7 +47,10 @@ void conv2d(KernelContext&, const OpAttrs& attrs, const TensorView* inputs, size
               }
             }
           }
-          po[((nb * o + oc) * oh + y) * ow + xo] = static_cast<float>(acc);
+          // The fused clamp on the f32 result, as clip would see it; NaN fails both tests and stays.
+          float r = static_cast<float>(acc);
+          r = r < lo ? lo : r;
+          po[((nb * o + oc) * oh + y) * ow + xo] = r > hi ? hi : r;
         }
       }
     }

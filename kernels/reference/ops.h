@@ -32,7 +32,7 @@ EMBER_REFERENCE_KERNEL(linear);
 EMBER_REFERENCE_KERNEL(linear_quantized);
 // linear with a bf16 weight [N, K]: quantized_linear.h's linear_bf16 (the weight decoded exactly).
 EMBER_REFERENCE_KERNEL(linear_bf16_weight);
-// f32 NCHW.
+// f32 NCHW. conv2d: + bias, then clamped to [out_min, out_max] as clip does (NaN stays NaN).
 EMBER_REFERENCE_KERNEL(conv2d);
 EMBER_REFERENCE_KERNEL(max_pool2d);
 EMBER_REFERENCE_KERNEL(avg_pool2d);

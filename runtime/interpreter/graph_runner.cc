@@ -66,6 +66,8 @@ void decode_attrs(const fb::KernelCall& call, OpAttrs* a) {
       copy_ints(c->padding(), a->padding, 4);
       copy_ints(c->dilation(), a->dilation, 2);
       a->groups = c->groups();
+      a->out_min = c->out_min();
+      a->out_max = c->out_max();
       break;
     }
     case fb::Attributes::Pool2dAttrs: {

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <limits>
 
 #include "runtime/core/tensor_view.h"
 
@@ -22,7 +23,7 @@ enum class OpCode : uint16_t {
   Tanh = 9,
   MatMul = 10,  // batched, numpy broadcasting over leading dims: [.., M, K] x [.., K, N]
   Linear = 11,  // y = x w^T + b; x [.., K], w [N, K], b [N] optional
-  Conv2d = 12,  // NCHW x [N, C, H, W], w [O, C/groups, kH, kW], b [O] optional
+  Conv2d = 12,  // NCHW x [N, C, H, W], w [O, C/groups, kH, kW], b [O] optional; then out_min/out_max
   MaxPool2d = 13,
   AvgPool2d = 14,
   GlobalAvgPool2d = 15,  // [N, C, H, W] -> [N, C, 1, 1]
@@ -103,6 +104,10 @@ struct OpAttrs {
   int32_t padding[4] = {0, 0, 0, 0};
   int32_t dilation[2] = {1, 1};
   int32_t groups = 1;
+  // Conv2d: output clamp after the bias, min(max(y, out_min), out_max) with NaN kept, exactly a clip
+  // after the conv (the exporter fuses relu / clip into it); ±inf = none (conv2d_has_clamp).
+  float out_min = -std::numeric_limits<float>::infinity();
+  float out_max = std::numeric_limits<float>::infinity();
   bool ceil_mode = false;
   bool count_include_pad = false;
   // Reshape: a dim with sym != 0 takes symbol value; -1 (once) is inferred.
@@ -133,6 +138,12 @@ struct OpAttrs {
   float attn_scale = 0.0f;
   float kv_scale = 1.0f;
 };
+
+// Whether a conv2d's out_min / out_max clamp anything (false for ±inf; NaN bounds are refused at load).
+inline bool conv2d_has_clamp(const OpAttrs& attrs) {
+  return attrs.out_min > -std::numeric_limits<float>::infinity() ||
+         attrs.out_max < std::numeric_limits<float>::infinity();
+}
 
 // "add", "conv2d", ...; "invalid" for unknown values. Never null.
 const char* to_string(OpCode op);

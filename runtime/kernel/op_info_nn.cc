@@ -242,6 +242,13 @@ Status conv2d_shape(const OpAttrs& attrs, const TensorView* inputs, size_t input
                         attrs.padding[i]);
     }
   }
+  // The validator refuses these in a program; kernels called directly (the exporter's evaluator)
+  // are checked here.
+  if (attrs.out_min != attrs.out_min || attrs.out_max != attrs.out_max || attrs.out_min > attrs.out_max) {
+    return EMBER_FAIL(ctx, Error::InvalidArgument,
+                      "conv2d: output clamp [%g, %g] needs bounds that are not NaN, min <= max",
+                      static_cast<double>(attrs.out_min), static_cast<double>(attrs.out_max));
+  }
   const int64_t c = x.dims[1], o = w.dims[0];
   if (c % groups != 0) {
     return EMBER_FAIL(ctx, Error::InvalidArgument,

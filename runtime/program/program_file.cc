@@ -36,6 +36,7 @@ const char* feature_name(uint64_t bit) {
     case kFeaturePagedKv: return "paged_kv";
     case kFeatureState: return "state";
     case kFeatureControlFlow: return "control_flow";
+    case kFeatureConvClamp: return "conv_clamp";
     default: return "unknown";
   }
 }

@@ -34,9 +34,11 @@ enum Feature : uint64_t {
   kFeaturePagedKv = uint64_t{1} << 3,
   kFeatureState = uint64_t{1} << 4,
   kFeatureControlFlow = uint64_t{1} << 5,
+  kFeatureConvClamp = uint64_t{1} << 6,  // a conv2d with an output clamp (Conv2dAttrs.out_min/out_max)
 };
 constexpr uint64_t kSupportedFeatures =
-    kFeatureFp8 | kFeatureNvfp4 | kFeatureMxfp8 | kFeaturePagedKv | kFeatureState | kFeatureControlFlow;
+    kFeatureFp8 | kFeatureNvfp4 | kFeatureMxfp8 | kFeaturePagedKv | kFeatureState | kFeatureControlFlow |
+    kFeatureConvClamp;
 // "fp8", ... for one bit; "unknown" otherwise.
 const char* feature_name(uint64_t bit);
 

@@ -2,6 +2,7 @@
 
 #include <cstdint>
 #include <cstring>
+#include <limits>
 
 #include "runtime/core/quant.h"
 
@@ -387,6 +388,17 @@ class GraphValidator {
         const fb::Conv2dAttrs* a = call.attrs_as_Conv2dAttrs();
         if (size_of(a->stride()) != 2 || size_of(a->padding()) != 4 || size_of(a->dilation()) != 2) {
           return fail_instruction(i, "conv2d needs stride[2], padding[4], dilation[2]");
+        }
+        // The output clamp: a runtime that ignored it would run a plain conv, hence the feature bit.
+        const float lo = a->out_min(), hi = a->out_max();
+        if (lo != lo || hi != hi) {
+          return fail_instruction(i, "conv2d output clamp [%g, %g] has a NaN bound", double(lo), double(hi));
+        }
+        if (lo > hi) return fail_instruction(i, "conv2d output clamp min %g > max %g", double(lo), double(hi));
+        const bool clamps = lo > -std::numeric_limits<float>::infinity() || hi < std::numeric_limits<float>::infinity();
+        if (clamps && (program_.required_features() & kFeatureConvClamp) == 0) {
+          return fail_instruction(i, "conv2d output clamp [%g, %g] without the conv_clamp feature bit", double(lo),
+                                  double(hi));
         }
         return Status::ok();
       }

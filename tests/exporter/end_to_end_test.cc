@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <limits>
 #include <memory>
 
 #include "backends/null/register.h"
@@ -152,6 +153,69 @@ TEST(EndToEndTest, CnnWithNullDelegateMatchesOracle) {
     const auto actual = run_in_runtime(r.program.bytes, in, {"null"});
     ASSERT_EQ(actual.size(), 1u);
     expect_close(actual[0], expected[0]);
+  }
+}
+
+// relu / clip fused into conv2d (passes/conv_clamp_fusion.h) on the runtime's kernels: the GEMM,
+// depthwise stride 1 and stride 2 paths give, byte for byte, the unfused program's result, NaN and
+// ±inf inputs included, in the method and in a null delegate; finite inputs also match the oracle.
+TEST(EndToEndTest, FusedConvClampRunsLikeTheUnfusedProgram) {
+  GraphBuilder b(5);
+  const ValueId x = b.input("x", ScalarType::F32, {1, 8, 12, 12});
+  auto conv = [&](ValueId in, int64_t out_c, int64_t in_c_per_group, int64_t k, const Conv2dParams& p,
+                  const std::string& name) {
+    const ValueId w = b.random_uniform(name + ".w", {out_c, in_c_per_group, k, k}, -0.4f, 0.4f);
+    const ValueId bias = b.random_uniform(name + ".b", {out_c}, -0.2f, 0.2f);
+    return b.conv2d(in, w, bias, p, name);
+  };
+  auto clip = [&](ValueId in, float lo, float hi, const std::string& name) {
+    OpAttrs a;
+    a.kind = AttrKind::Clip;
+    a.clip_min = lo;
+    a.clip_max = hi;
+    return b.op(OpCode::Clip, {in}, a, name);
+  };
+  Conv2dParams s2 = Conv2dParams::same3x3(16);
+  s2.stride[0] = s2.stride[1] = 2;
+  ValueId h = b.relu(conv(x, 16, 8, 3, Conv2dParams::same3x3(), "gemm"), "relu");
+  h = clip(conv(h, 16, 1, 3, Conv2dParams::same3x3(16), "dw1"), 0.0f, 6.0f, "relu6");
+  h = clip(conv(h, 16, 1, 3, s2, "dw2"), -0.5f, 0.5f, "clip");
+  b.output("y", b.relu(conv(h, 8, 16, 1, Conv2dParams(), "pw"), "relu_out"));
+  const Graph graph = b.build();
+  std::vector<float> special = pattern(8 * 12 * 12);
+  special[13] = std::nanf("");
+  special[200] = std::numeric_limits<float>::infinity();
+  special[700] = -std::numeric_limits<float>::infinity();
+  const std::vector<HostTensor> finite{HostTensor::from_f32({1, 8, 12, 12}, pattern(8 * 12 * 12))};
+  const std::vector<HostTensor> non_finite{HostTensor::from_f32({1, 8, 12, 12}, special)};
+  // clip on the cpu kernels (the test manifest has none); null takes the convs and relus.
+  const CapabilityManifest manifest = CapabilityManifest::parse(R"({"format": 1, "kernels": [
+      {"op": "conv2d", "dtypes": ["f32","f32","f32","f32"], "library": "cpu"},
+      {"op": "relu", "dtypes": ["f32","f32"], "library": "cpu"},
+      {"op": "clip", "dtypes": ["f32","f32"], "library": "cpu"}],
+    "backends": [{"id": "null", "ops": [
+      {"op": "conv2d", "dtypes": ["f32","f32","f32","f32"]}, {"op": "relu", "dtypes": ["f32","f32"]}]}]})");
+  for (const std::vector<std::string>& backends : {std::vector<std::string>{"portable"},
+                                                  std::vector<std::string>{"null", "portable"}}) {
+    SCOPED_TRACE(backends[0]);
+    std::vector<std::vector<HostTensor>> runs[2];
+    for (bool fuse : {false, true}) {
+      ExportOptions options;
+      options.manifest = &manifest;
+      options.backends = backends;
+      options.fuse_conv_clamps = fuse;
+      const ExportResult r = export_graph(graph, options);
+      EXPECT_EQ(r.conv_clamps_fused, fuse ? 4 : 0);
+      for (const std::vector<HostTensor>* in : {&finite, &non_finite}) {
+        runs[fuse].push_back(run_in_runtime(r.program.bytes, *in, {"null"}));
+        ASSERT_EQ(runs[fuse].back().size(), 1u);
+      }
+    }
+    for (size_t i = 0; i < 2; ++i) EXPECT_EQ(runs[1][i][0].bytes, runs[0][i][0].bytes) << "input " << i;
+    expect_close(runs[1][0][0], evaluate(graph, finite)[0]);
+    int nan_count = 0;
+    for (float v : runs[1][1][0].to_f32()) nan_count += std::isnan(v);
+    EXPECT_GT(nan_count, 0);  // the NaN input reaches the output (clamps keep it)
   }
 }
 

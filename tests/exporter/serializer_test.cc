@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <limits>
 
 #include "exporter/importers/builder/examples.h"
 #include "exporter/importers/builder/graph_builder.h"
@@ -207,16 +208,23 @@ TEST(SerializerTest, CnnAttributesAndDelegatePayload) {
     planned += t->storage_as_PlannedStorage() ? 1 : 0;
     constant += t->storage_as_ConstantStorage() ? 1 : 0;
   }
-  EXPECT_EQ(planned, 6);   // conv1, relu1, pool1, dw2, pw2, relu2 outputs
+  // relu1 and relu2 are fused into conv1 and pw2 (passes/conv_clamp_fusion.h).
+  EXPECT_EQ(planned, 4);   // conv1, pool1, dw2, pw2 outputs
   EXPECT_EQ(constant, 6);  // three convs' weights and biases
-  ASSERT_EQ(sub.instructions()->size(), 7u);
-  const fb::KernelCall* dw = sub.instructions()->Get(3)->args_as_KernelCall();
+  ASSERT_EQ(sub.instructions()->size(), 5u);
+  const fb::KernelCall* conv1 = sub.instructions()->Get(0)->args_as_KernelCall();
+  ASSERT_NE(conv1, nullptr);
+  ASSERT_NE(conv1->attrs_as_Conv2dAttrs(), nullptr);
+  EXPECT_EQ(conv1->attrs_as_Conv2dAttrs()->out_min(), 0.0f);
+  EXPECT_EQ(conv1->attrs_as_Conv2dAttrs()->out_max(), std::numeric_limits<float>::infinity());
+  const fb::KernelCall* dw = sub.instructions()->Get(2)->args_as_KernelCall();
   ASSERT_NE(dw, nullptr);
   ASSERT_NE(dw->attrs_as_Conv2dAttrs(), nullptr);
   EXPECT_EQ(dw->attrs_as_Conv2dAttrs()->groups(), 16);
   EXPECT_EQ(dw->attrs_as_Conv2dAttrs()->padding()->size(), 4u);
   EXPECT_EQ(dw->attrs_as_Conv2dAttrs()->padding()->Get(0), 1);
-  const fb::KernelCall* pool = sub.instructions()->Get(2)->args_as_KernelCall();
+  EXPECT_EQ(dw->attrs_as_Conv2dAttrs()->out_min(), -std::numeric_limits<float>::infinity());
+  const fb::KernelCall* pool = sub.instructions()->Get(1)->args_as_KernelCall();
   ASSERT_NE(pool->attrs_as_Pool2dAttrs(), nullptr);
   EXPECT_EQ(pool->attrs_as_Pool2dAttrs()->kernel()->Get(0), 2);
   EXPECT_EQ(pool->attrs_as_Pool2dAttrs()->stride()->Get(1), 2);

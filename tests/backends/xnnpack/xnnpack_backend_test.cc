@@ -7,8 +7,10 @@
 // softmax's exp and hardswish with its own polynomials; kTol below is what that needs, measured here.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstring>
 #include <functional>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -272,6 +274,78 @@ TEST(XnnpackOpsTest, Activations) {
       {input({1, 3, 5, 7}, 9)});
 }
 
+OpAttrs clip_attrs(float lo, float hi) {
+  OpAttrs a;
+  a.kind = AttrKind::Clip;
+  a.clip_min = lo;
+  a.clip_max = hi;
+  return a;
+}
+
+// relu / clip fused into the conv (exporter passes/conv_clamp_fusion.h) become XNNPACK's
+// output_min / output_max: GEMM, depthwise and strided depthwise convs, clamps that bite.
+TEST(XnnpackOpsTest, Conv2dWithFusedClamps) {
+  auto build = [] {
+    GraphBuilder b(21);
+    ValueId x = b.input("x", ScalarType::F32, {1, 4, 9, 8});
+    ValueId h = b.relu(conv(b, x, 4, 8, 3, 3, Conv2dParams::same3x3()));
+    h = b.op(OpCode::Clip, {conv(b, h, 8, 8, 3, 3, Conv2dParams::same3x3(/*groups=*/8))}, clip_attrs(0.0f, 0.75f));
+    Conv2dParams s2 = Conv2dParams::same3x3(/*groups=*/8);
+    s2.stride[0] = s2.stride[1] = 2;
+    h = b.op(OpCode::Clip, {conv(b, h, 8, 8, 3, 3, s2)}, clip_attrs(-0.25f, 0.3f));
+    b.output("y", b.relu(conv(b, h, 8, 5, 1, 1, Conv2dParams())));
+    return b.build();
+  };
+  EXPECT_EQ(testing::export_program(build(), {"xnnpack", "portable"}).conv_clamps_fused, 4);
+  ExpectMatchesReference(build, {input({1, 4, 9, 8}, 22)});
+}
+
+// NaN: XNNPACK's conv applies output_min / output_max with max / min instructions that drop a NaN
+// (x86: maxps returns the bound), so a NaN sum comes out as output_min, -inf without a clamp (here,
+// on x86 with this snapshot), where the reference keeps NaN. A separate clamp node does the same,
+// so fusing changes nothing on XNNPACK: the fused and unfused exports give the same bytes. Finite
+// and infinite inputs match the reference.
+TEST(XnnpackOpsTest, FusedClampGivesTheUnfusedBytesForNaNAndInf) {
+  const float inf = std::numeric_limits<float>::infinity();
+  const std::vector<float> bounds[] = {{}, {0.0f, inf}, {0.0f, 6.0f}, {-1.0f, 6.0f}};
+  for (const std::vector<float>& clamp : bounds) {
+    auto build = [&clamp] {
+      GraphBuilder b(40);
+      ValueId x = b.input("x", ScalarType::F32, {1, 1, 1, 5});
+      const ValueId w = b.constant_f32("w", {2, 1, 1, 1}, {1.0f, -1.0f});  // y = x, -x
+      ValueId h = b.conv2d(x, w, exporter::kNoValue, Conv2dParams(), "c");
+      if (!clamp.empty()) h = b.op(OpCode::Clip, {h}, clip_attrs(clamp[0], clamp[1]));
+      b.output("y", h);
+      return b.build();
+    };
+    const std::vector<HostTensor> in = {testing::f32_tensor({1, 1, 1, 5}, {std::nanf(""), 2.0f, inf, -inf, -0.5f})};
+    auto rt = make_runtime();
+    const std::vector<HostTensor> expected = run(testing::export_program(build()).program.bytes, *rt, in);
+    std::vector<std::vector<HostTensor>> outputs;
+    for (bool fuse : {false, true}) {
+      exporter::ExportOptions options;
+      options.manifest = &testing::builtin_manifest();
+      options.backends = {"xnnpack", "portable"};
+      options.fuse_conv_clamps = fuse;
+      const exporter::ExportResult xnn = exporter::export_graph(build(), options);
+      EXPECT_EQ(xnn.conv_clamps_fused, fuse && !clamp.empty() ? 1 : 0);
+      EXPECT_EQ(xnn.partition.delegates.size(), 1u);
+      outputs.push_back(run(xnn.program.bytes, *rt, in));
+      ASSERT_EQ(outputs.back().size(), 1u);
+    }
+    EXPECT_EQ(outputs[1][0].bytes, outputs[0][0].bytes);
+    const std::vector<float> got = outputs[1][0].to_f32(), want = expected[0].to_f32();
+    ASSERT_EQ(got.size(), 10u);
+    for (size_t i = 0; i < got.size(); ++i) {
+      if (i % 5 == 0) {  // the NaN column: the reference keeps it
+        EXPECT_TRUE(std::isnan(want[i]));
+        continue;
+      }
+      EXPECT_EQ(got[i], want[i]) << "element " << i;
+    }
+  }
+}
+
 TEST(XnnpackOpsTest, GlobalPoolFlattenLinearSoftmax) {
   ExpectMatchesReference(
       [] {
@@ -321,8 +395,8 @@ TEST(XnnpackRefusalTest, UnsupportedOpsLandOnPortable) {
     return b.build();
   };
   const exporter::ExportResult xnn = testing::export_program(build(), {"xnnpack", "portable"});
-  EXPECT_EQ(xnn.partition.node_backend,
-            (std::vector<std::string>{"xnnpack", "xnnpack", "portable", "xnnpack", "xnnpack"}));
+  // The relu is the first conv's output clamp (passes/conv_clamp_fusion.h).
+  EXPECT_EQ(xnn.partition.node_backend, (std::vector<std::string>{"xnnpack", "portable", "xnnpack", "xnnpack"}));
   EXPECT_EQ(xnn.partition.delegates.size(), 2u);
   const std::vector<HostTensor> in = {input({1, 2, 6, 6}, 14)};
   auto rt = make_runtime();
@@ -405,6 +479,14 @@ TEST(XnnpackRefusalTest, AttributesXnnpackComputesDifferentlyFallBackToPortable)
         return b.build();
       },
       {input({1, 2, 3, 4}, 33)}, "softmax over an axis other than the last");
+  ExpectFallsBackToPortable(  // a clip fused into the conv whose bounds are equal: XNNPACK needs min < max
+      [] {
+        GraphBuilder b(19);
+        ValueId x = b.input("x", ScalarType::F32, {1, 2, 5, 5});
+        b.output("y", b.op(OpCode::Clip, {conv(b, x, 2, 3, 3, 3, Conv2dParams::same3x3())}, clip_attrs(0.5f, 0.5f)));
+        return b.build();
+      },
+      {input({1, 2, 5, 5}, 35)}, "instruction 0 (conv2d): an output clamp with min == max");
   ExpectFallsBackToPortable(  // XNNPACK's own define call rejects a one-tap window
       [] {
         GraphBuilder b(20);

@@ -2,6 +2,7 @@
 // bitwise thread-count and batch invariance.
 #include <cmath>
 #include <limits>
+#include <string>
 #include <vector>
 
 #include "kernels/cpu/ops.h"
@@ -342,6 +343,91 @@ TEST_P(Conv2dTest, PackedNonFinite) {
     EXPECT_GT(nan_count, 0);
     EXPECT_GT(finite_count, 0);
     CheckConvPacked(attrs, in, GemmTolerance(c.c / c.groups * c.kh * c.kw));
+  }
+}
+
+// The fused output clamp is exactly a clip after the conv: on every path (direct without scratch;
+// packed GEMM, depthwise stride 1 and 2 with it; 1, 2 and 3 threads) the clamped result is, bit for
+// bit, that path's unclamped result through the reference clip: NaN stays NaN, ±inf is clamped, the
+// clamp comes after the bias (with and without one) and only after the last reduction block (K = 300
+// has two). Cases with inf weights and a NaN input also exercise the packed paths' NaN
+// recomputation (conv_point).
+TEST_P(Conv2dTest, OutputClampIsConvThenClip) {
+  const float inf = std::numeric_limits<float>::infinity();
+  const ConvCase cases[] = {
+      {"gemm 3x3 pad", 1, 5, 8, 11, 7, 3, 3, {1, 1}, {1, 1, 1, 1}, {1, 1}, 1},
+      {"gemm K 300", 1, 300, 7, 7, 29, 1, 1, {1, 1}, {0, 0, 0, 0}, {1, 1}, 1},
+      {"depthwise 3x3", 1, 5, 8, 11, 5, 3, 3, {1, 1}, {1, 1, 1, 1}, {1, 1}, 5},
+      {"depthwise s2", 2, 6, 16, 16, 6, 3, 3, {2, 2}, {1, 1, 1, 1}, {1, 1}, 6},
+      {"depthwise s2 dil 2 (direct)", 1, 3, 14, 14, 3, 3, 3, {2, 2}, {2, 2, 2, 2}, {2, 2}, 3},
+  };
+  const float bounds[][2] = {{0.0f, inf}, {0.0f, 6.0f}, {-0.25f, 0.25f}, {-inf, 0.0f}, {0.125f, 0.125f}};
+  for (const ConvCase& c : cases) {
+    for (int variant = 0; variant < 3; ++variant) {  // finite; non-finite; finite without a bias
+      const bool non_finite = variant == 1, with_bias = variant != 2;
+      SCOPED_TRACE(std::string(c.name) + (non_finite ? ", non-finite" : "") + (with_bias ? "" : ", no bias"));
+      const OpAttrs plain = ConvAttrs(c);
+      Tensor x = Random({c.n, c.c, c.h, c.w}, 71), w = Random({c.o, c.c / c.groups, c.kh, c.kw}, 72);
+      Tensor bias = Random({c.o}, 73);
+      if (non_finite) {
+        w.f()[0] = inf;
+        w.f()[w.numel() - 1] = -inf;
+        x.f()[(c.c - 1) * c.h * c.w + 2 * c.w + 4] = std::nanf("");  // (2, 4): read at stride 2, dilation 2
+      }
+      const std::vector<TensorView> in =
+          with_bias ? std::vector<TensorView>{x.view, w.view, bias.view} : std::vector<TensorView>{x.view, w.view};
+      Tensor packed, direct;
+      RunConvPacked(plain, in, 1, &packed);
+      Shape(OpCode::Conv2d, plain, in.data(), in.size(), &direct);
+      RunKernel(cpu::conv2d, plain, in.data(), in.size(), &direct);  // no scratch: the direct path
+      for (const auto& b : bounds) {
+        SCOPED_TRACE("clamp [" + std::to_string(b[0]) + ", " + std::to_string(b[1]) + "]");
+        OpAttrs clamped = plain, clip;
+        clamped.out_min = b[0];
+        clamped.out_max = b[1];
+        clip.kind = AttrKind::Clip;
+        clip.clip_min = b[0];
+        clip.clip_max = b[1];
+        Tensor packed_clip, direct_clip;
+        Shape(OpCode::Clip, clip, &packed.view, 1, &packed_clip);
+        RunKernel(ref::clip, clip, &packed.view, 1, &packed_clip);
+        Shape(OpCode::Clip, clip, &direct.view, 1, &direct_clip);
+        RunKernel(ref::clip, clip, &direct.view, 1, &direct_clip);
+        for (int threads : {1, 2, 3}) {
+          Tensor got;
+          RunConvPacked(clamped, in, threads, &got);
+          EXPECT_TRUE(BytesEqual(got, packed_clip)) << "packed, " << threads << " threads";
+        }
+        for (int threads : {1, 3}) {
+          Tensor got;
+          Shape(OpCode::Conv2d, clamped, in.data(), in.size(), &got);
+          RunKernel(cpu::conv2d, clamped, in.data(), in.size(), &got, threads);
+          EXPECT_TRUE(BytesEqual(got, direct_clip)) << "direct, " << threads << " threads";
+        }
+        // And against the reference conv with the same clamp.
+        Tensor expected;
+        Shape(OpCode::Conv2d, clamped, in.data(), in.size(), &expected);
+        RunKernel(ref::conv2d, clamped, in.data(), in.size(), &expected);
+        EXPECT_TRUE(AllClose(packed_clip, expected, GemmTolerance(c.c / c.groups * c.kh * c.kw)));
+        // The case is meaningful: some outputs clamped, (but for min == max) some not, NaN kept.
+        int at_bound = 0, inside = 0, nan_count = 0;
+        for (size_t i = 0; i < expected.numel(); ++i) {
+          const float v = expected.f()[i];
+          nan_count += std::isnan(v);
+          at_bound += v == b[0] || v == b[1];
+          inside += v > b[0] && v < b[1];
+        }
+        EXPECT_GT(at_bound, 0);
+        if (b[0] < b[1]) {
+          EXPECT_GT(inside, 0);
+        }
+        if (non_finite) {
+          EXPECT_GT(nan_count, 0);
+        } else {
+          EXPECT_EQ(nan_count, 0);
+        }
+      }
+    }
   }
 }
 

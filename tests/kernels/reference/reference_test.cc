@@ -447,6 +447,86 @@ TEST(ReferenceKernelTest, MaxPoolPropagatesNan) {
   EXPECT_TRUE(std::isnan(result));
 }
 
+// conv2d's output clamp (the exporter's fused relu / clip): after the bias, on the f32 result, with
+// clip's selects: NaN stays NaN, ±inf is clamped, min == max gives that value.
+TEST(ReferenceKernelTest, Conv2dOutputClampIsClipAfterTheBias) {
+  const float inf = std::numeric_limits<float>::infinity();
+  // A 1x1 conv of weight 2 and bias 0.5 over one row: y = 2 x + 0.5.
+  float x[6] = {-3.0f, 1.0f, NAN, inf, 5.0f, -inf};
+  float w = 2.0f, b = 0.5f, y[6] = {};
+  TensorView in[3];
+  in[0].data = x;
+  in[0].dtype = ScalarType::F32;
+  in[0].rank = 4;
+  in[0].dims[0] = in[0].dims[1] = in[0].dims[2] = 1;
+  in[0].dims[3] = 6;
+  in[1] = in[0];
+  in[1].data = &w;
+  in[1].dims[3] = 1;
+  in[2].data = &b;
+  in[2].dtype = ScalarType::F32;
+  in[2].rank = 1;
+  in[2].dims[0] = 1;
+  TensorView out = in[0];
+  out.data = y;
+  KernelContext ctx;
+  struct Case {
+    float lo, hi;
+    float expected[6];
+  } cases[] = {
+      {-inf, inf, {-5.5f, 2.5f, NAN, inf, 10.5f, -inf}},  // no clamp
+      {0.0f, inf, {0.0f, 2.5f, NAN, inf, 10.5f, 0.0f}},   // relu
+      {0.0f, 6.0f, {0.0f, 2.5f, NAN, 6.0f, 6.0f, 0.0f}},  // relu6
+      {-1.0f, 2.0f, {-1.0f, 2.0f, NAN, 2.0f, 2.0f, -1.0f}},
+      {3.0f, 3.0f, {3.0f, 3.0f, NAN, 3.0f, 3.0f, 3.0f}},
+  };
+  for (const Case& c : cases) {
+    OpAttrs attrs;
+    attrs.kind = AttrKind::Conv2d;
+    attrs.out_min = c.lo;
+    attrs.out_max = c.hi;
+    EXPECT_EQ(conv2d_has_clamp(attrs), c.lo != -inf || c.hi != inf);
+    kernels::reference::conv2d(ctx, attrs, in, 3, &out, 1);
+    for (int i = 0; i < 6; ++i) {
+      if (std::isnan(c.expected[i])) {
+        EXPECT_TRUE(std::isnan(y[i])) << "clamp [" << c.lo << ", " << c.hi << "] element " << i << ": " << y[i];
+      } else {
+        EXPECT_EQ(y[i], c.expected[i]) << "clamp [" << c.lo << ", " << c.hi << "] element " << i;
+      }
+    }
+  }
+}
+
+// The shape function refuses the bounds the validator refuses (kernels called directly: the
+// exporter's evaluator), naming them.
+TEST(ReferenceKernelTest, Conv2dOutputClampBoundsAreChecked) {
+  const OpInfo* info = find_op_info(OpCode::Conv2d);
+  ASSERT_NE(info, nullptr);
+  TensorView in[2];
+  for (TensorView& t : in) {
+    t.dtype = ScalarType::F32;
+    t.rank = 4;
+    t.dims[0] = t.dims[1] = t.dims[2] = t.dims[3] = 1;
+  }
+  in[0].dims[2] = in[0].dims[3] = 4;
+  const float bad[][2] = {{NAN, 1.0f}, {0.0f, NAN}, {2.0f, 1.0f}};
+  for (const auto& b : bad) {
+    OpAttrs attrs;
+    attrs.out_min = b[0];
+    attrs.out_max = b[1];
+    TensorView out;
+    ErrorContext ctx;
+    const Status s = info->shape(attrs, in, 2, &out, 1, Span<const int64_t>(), &ctx);
+    EXPECT_EQ(s.code(), Error::InvalidArgument);
+    EXPECT_NE(std::string(ctx.message).find("conv2d: output clamp ["), std::string::npos) << ctx.message;
+  }
+  OpAttrs ok;
+  ok.out_min = ok.out_max = 1.0f;
+  TensorView out;
+  ErrorContext ctx;
+  EXPECT_TRUE(info->shape(ok, in, 2, &out, 1, Span<const int64_t>(), &ctx).is_ok()) << ctx.message;
+}
+
 TEST(RegisterReferenceTest, RegistersImporterOps) {
   auto registry = std::make_unique<KernelRegistry>();
   ASSERT_TRUE(kernels::register_reference_kernels(*registry).is_ok());

@@ -3,6 +3,7 @@
 // documented Error and a non-empty message.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -70,6 +71,21 @@ std::vector<Hostile> HostileCases() {
                        }
                      }
                    }, Error::InvalidProgram, "writes constant"});
+  // conv2d's fused output clamp (the cnn examples' conv1 carries relu1 as [0, +inf]).
+  cases.push_back({"conv2d clamp with a NaN bound", "cnn", [](P& p) {
+                     FirstKernelCall(MethodGraph(p))->attrs.AsConv2dAttrs()->out_max = std::nanf("");
+                   }, Error::InvalidProgram, "instruction 0: conv2d output clamp [0, nan] has a NaN bound"});
+  cases.push_back({"conv2d clamp with min > max", "cnn", [](P& p) {
+                     fb::Conv2dAttrsT* a = FirstKernelCall(MethodGraph(p))->attrs.AsConv2dAttrs();
+                     a->out_min = 2.0f;
+                     a->out_max = 1.5f;
+                   }, Error::InvalidProgram, "instruction 0: conv2d output clamp min 2 > max 1.5"});
+  cases.push_back({"delegate graph: conv2d clamp with min > max", "cnn_null", [](P& p) {
+                     testing::mutate_payload(*p.methods[0]->delegates[0], [](fb::GraphT& g) {
+                       FirstKernelCall(g)->attrs.AsConv2dAttrs()->out_min = 1.0f;
+                       FirstKernelCall(g)->attrs.AsConv2dAttrs()->out_max = -1.0f;
+                     });
+                   }, Error::InvalidProgram, "conv2d output clamp min 1 > max -1"});
   cases.push_back({"graph input index out of range", "mlp", [](P& p) {
                      MethodGraph(p).inputs[0]->value = 100000;
                    }, Error::InvalidProgram, "input 0"});
@@ -414,6 +430,27 @@ TEST_F(ErrorPathTest, EndlessJumpLoopStopsWithCancelled) {
   const Outcome o = LoadAndRun(file, rt_.context, options);
   EXPECT_EQ(o.code, Error::Cancelled) << o.message;
   EXPECT_NE(o.message.find("100000 instructions"), std::string::npos) << o.message;
+}
+
+// A conv2d clamp in a file without the conv_clamp feature bit (header and FlatBuffer agreeing) is
+// refused, in the method and in a GRAPH delegate: a runtime that predates the clamp refuses the bit,
+// so a file must not carry a clamp without it. With the bit, both load and run.
+TEST_F(ErrorPathTest, ConvClampWithoutItsFeatureBitIsInvalidProgram) {
+  for (const char* name : {"cnn", "cnn_null"}) {
+    SCOPED_TRACE(name);
+    ASSERT_NE(testing::header_of(Example(name)).required_features & kFeatureConvClamp, 0u);
+    EXPECT_EQ(LoadAndRun(Example(name), rt_.context).code, Error::Ok);
+    std::vector<uint8_t> file =
+        testing::mutate_program(Example(name), [](fb::ProgramT& p) { p.required_features &= ~kFeatureConvClamp; });
+    FileHeader h = testing::header_of(file);
+    h.required_features &= ~kFeatureConvClamp;
+    testing::write_header(file, h);
+    testing::recompute_crcs(file);
+    const Outcome o = LoadAndRun(file, rt_.context);
+    EXPECT_EQ(o.code, Error::InvalidProgram) << o.message;
+    EXPECT_NE(o.message.find("conv2d output clamp [0, inf] without the conv_clamp feature bit"), std::string::npos)
+        << o.message;
+  }
 }
 
 // Quantized tensors are refused until quantized kernels bind by their layout.

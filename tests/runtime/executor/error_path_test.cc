@@ -209,7 +209,7 @@ TEST_F(ErrorPathTest, NextMajorFlatBufferIdentifierIsVersionMismatch) {
 }
 
 TEST_F(ErrorPathTest, UnknownFeatureBitIsFeatureMissing) {
-  for (uint64_t bit : {uint64_t{1} << 40, uint64_t{1} << 6}) {
+  for (uint64_t bit : {uint64_t{1} << 40, uint64_t{1} << 7}) {
     std::vector<uint8_t> file = Example("mlp");
     FileHeader h = testing::header_of(file);
     h.required_features |= bit;
