@@ -44,6 +44,7 @@ struct ConvRun {
   size_t slot;
   size_t units, tasks;
   int64_t col_blocks, m_chunks, m_chunk;  // GEMM units: (n, g, m chunk, column block)
+  int64_t nc;                             // positions per column block (<= kConvNc)
 };
 
 }  // namespace ember::kernels::cpu_detail
@@ -239,8 +240,8 @@ void ConvGemmUnit(const ConvRun& run, size_t u, float* HWY_RESTRICT buf) {
   const int64_t mb = rest % run.m_chunks;
   rest /= run.m_chunks;
   const int64_t g = rest % p.groups, n = rest / p.groups;
-  const int64_t q0 = cb * cpu_detail::kConvNc;
-  const int64_t cols = positions - q0 < cpu_detail::kConvNc ? positions - q0 : cpu_detail::kConvNc;
+  const int64_t q0 = cb * run.nc;
+  const int64_t cols = positions - q0 < run.nc ? positions - q0 : run.nc;
   const int64_t m0 = mb * run.m_chunk;
   const int64_t m1 = m0 + run.m_chunk < p.opg ? m0 + run.m_chunk : p.opg;
   if (m0 >= m1) return;
@@ -461,7 +462,13 @@ bool conv2d_packed(KernelContext& ctx, const ConvPlan& p) {
   if (flops < double(1 << 18)) threads = 1;
   if (threads > slots) threads = slots;
   if (p.path == ConvPath::Gemm) {
-    run.col_blocks = (p.oh * p.ow + kConvNc - 1) / kConvNc;
+    // Column blocks of kConvNc positions, halved (down to 64) while there are fewer than 3 per
+    // thread: ResNet-18's 56x56 maps gave 13 blocks for 16 threads. Each block packs its own B, so
+    // the packing work does not grow.
+    run.nc = kConvNc;
+    const int64_t t_units = 3 * int64_t(threads);
+    while (run.nc > 64 && p.n * p.groups * ((p.oh * p.ow + run.nc - 1) / run.nc) < t_units) run.nc /= 2;
+    run.col_blocks = (p.oh * p.ow + run.nc - 1) / run.nc;
     // Split the output channels when images x groups x column blocks leave threads idle; each
     // chunk repacks B, so chunks stay >= 32 rows.
     const int64_t base_units = p.n * p.groups * run.col_blocks;
