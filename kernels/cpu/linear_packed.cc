@@ -245,7 +245,9 @@ HWY_NOINLINE void FewTokensRows(const float* HWY_RESTRICT w, int64_t k_count, co
       FewV rows[kFewL], col[kFewL];
       const float* src = w + g * kFewL * k_count + k0;
       // kFewL rows stream at once, more than the hardware prefetchers follow: each row's line
-      // 1 KiB ahead is prefetched every 64 bytes (the loads at a line start).
+      // 1 KiB ahead is prefetched every 64 bytes (the loads at a line start). Measured (1 AVX-512
+      // core, M = 1): 4096 x 4096 from DRAM 10.4 -> 12.2 GFLOP/s (2 threads 22.9 -> 27.9), in cache
+      // (1024 x 1024) 23.2 -> 20.0: weights of a GEMV usually come from DRAM.
       if ((k0 * 4) % 64 == 0) {
 #pragma GCC unroll 16
         for (int r = 0; r < kFewL; ++r) hwy::Prefetch(src + r * k_count + 256);
