@@ -363,7 +363,19 @@ HWY_INLINE void DepthwisePlanes(const ConvPlan& p, const float* HWY_RESTRICT in_
         if (s == 1) {
           std::memcpy(dst + b_lo, row + b_lo, size_t(b_hi - b_lo) * sizeof(float));
         } else {
-          for (int64_t b = b_lo; b < b_hi; ++b) dst[b] = row[b * s];
+          // Stride 2: the even lanes of two loads while both stay inside the input row (whose
+          // columns are row[pl - pj .. pl - pj + W)).
+          int64_t b = b_lo;
+#if HWY_TARGET != HWY_SCALAR
+          const ConvTag d;
+          const int64_t lanes = static_cast<int64_t>(hn::Lanes(d));
+          const int64_t row_end = p.w_in + p.pl - pj;  // one past the row's last column, in row[] units
+          for (; b + lanes <= b_hi && 2 * (b + lanes) <= row_end; b += lanes) {
+            const float* src = row + 2 * b;
+            hn::StoreU(hn::ConcatEven(d, hn::LoadU(d, src + lanes), hn::LoadU(d, src)), d, dst + b);
+          }
+#endif
+          for (; b < b_hi; ++b) dst[b] = row[b * s];
         }
         for (int64_t b = b_hi; b < wq; ++b) dst[b] = 0.0f;
       }
