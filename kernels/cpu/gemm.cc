@@ -127,7 +127,7 @@ void MatmulTile(const float* a, int64_t lda, const float* b, int64_t ldb, float*
     const int64_t je = j + nr < n_end ? j + nr : n_end;
     const float* bp = b;
     int64_t ldp = ldb, j0 = j, j1 = je;
-    if (slot != nullptr) {
+    if (slot != nullptr && nr <= 32) {  // slots hold 32 columns (wider SVE vectors: in place)
       for (int64_t k = 0; k < k_count; ++k) {
         std::memcpy(slot + k * nr, b + k * ldb + j, static_cast<size_t>(je - j) * sizeof(float));
       }
