@@ -1,4 +1,4 @@
-// conv2d as a GEMM over packed operands, and depthwise stride-1 conv over a zero-padded plane; both
+// conv2d as a GEMM over packed operands, and depthwise (stride 1 or 2) over a zero-padded plane; both
 // in per-task slots of ctx.scratch (conv2d_scratch bytes). conv.cc's direct path serves the rest.
 //
 // GEMM, per image and group: out[oc, q] = sum_k w[oc, k] * B[k, q], k = (ic, kh, kw) in order and
@@ -11,10 +11,11 @@
 // is one FMA chain over k = 0..K-1 from 0, then + bias (and the output clamp, in registers at the
 // last block's store), whatever tile, block or thread computes it.
 //
-// Depthwise (groups == C == O, stride 1): the input plane is copied into a zero-padded Hp x Wp plane,
-// where output (oh, ow) reads the taps at q + i dh Wp + j dw, q = oh Wp + ow: vectors run along q
-// over whole rows at once (rows narrower than a vector included), the kh x kw taps unrolled for
-// 3x3 and 5x5; the columns past OW are dropped when copying out. Each element: one FMA chain over
+// Depthwise (groups == C == O, stride 1, or 2 without dilation): the input plane is copied into a
+// zero-padded plane split into stride x stride phase planes (conv_plan.h), where output (oh, ow)
+// reads each tap at a fixed offset from q = oh Wq + ow: vectors run along q over whole rows at once
+// (rows narrower than a vector included), 9 and 25 taps unrolled; the columns past OW are dropped
+// when copying out. Each element: one FMA chain over
 // the taps in order from 0, then + bias, then the output clamp (vectorized while copying out).
 //
 // Padded taps contribute 0 * w: for w = ±inf / NaN that is NaN where the reference skips the tap.

@@ -1,6 +1,7 @@
 // f32 GEMMs: matmul (A [M, K] x B [K, N], batched with broadcasting) and linear (x [M, K] times
-// w [N, K] transposed, plus an optional bias). No packing, no scratch: linear given linear_scratch's
-// bytes runs linear_packed.cc's packed GEMM instead; the tiles here serve direct calls without.
+// w [N, K] transposed, plus an optional bias). matmul given matmul_scratch's bytes copies B's column
+// panels into per-task slots (the same bits as reading B in place); linear given linear_scratch's
+// bytes runs linear_packed.cc's packed GEMM instead, the tiles here serving direct calls without.
 //
 // matmul: register-blocked outer products. A micro-tile of kMr rows x 2 vectors of columns keeps
 // 2*kMr accumulators; each k broadcasts A[i, k] and loads two vectors of row k of B.

@@ -5,9 +5,10 @@
 // w (output features) x 2 vectors of tokens in registers, broadcasting kMr weights per k (rows of w
 // are K-contiguous) against 2 loads of a packed panel of x^T. x is packed per call, up to kMc rows
 // at a time, into panels of 2 vectors of tokens x K (a transposing copy, zero-filled past M); its
-// cost is spread over all N output features. The tile is stored transposed (each token's kMr
-// consecutive features). No reduction blocking: a panel (K x 2 vectors) stays in L2 while a block
-// of w rows passes over every panel of the chunk.
+// cost is spread over all N output features. K runs in blocks of kLinearKc (a panel's block, 256 x 2
+// vectors, stays in L1 while the block of w rows passes over it), the partial sums of a block of w
+// rows waiting in a per-task tile; the last block stores the tile transposed (each token's kMr
+// consecutive features).
 //
 // Every output element is one FMA chain over k = 0..K-1 from 0, then + bias, whatever tile, panel,
 // chunk or thread computes it (and whatever M is: batch invariance). Threads split N, never K: the
@@ -408,7 +409,7 @@ int64_t packed_rows(int64_t m) { return linear_round_up(m < kLinearMc ? m : kLin
 bool linear_packed(KernelContext& ctx, const float* x, const float* w, const float* bias, float* c,
                    int64_t m, int64_t n, int64_t k) {
   uint8_t* base = ctx.scratch.data();
-  if (base == nullptr) return false;
+  if (base == nullptr || m <= 0 || n <= 0 || k <= 0) return false;  // (linear handles the empty cases)
   const size_t pad = (kLinearAlign - reinterpret_cast<uintptr_t>(base) % kLinearAlign) % kLinearAlign;
   const size_t need = static_cast<size_t>(packed_rows(m) * k) * sizeof(float);
   if (ctx.scratch.size() < pad + need) return false;  // called without linear_scratch's bytes

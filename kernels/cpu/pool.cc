@@ -127,9 +127,11 @@ HWY_INLINE hn::Vec<D> PoolTaps(D d, const PoolPlan& p, const float* plane, int64
       if constexpr (!kMax) {
         acc = hn::Add(acc, x);
       } else if constexpr (kExactNaN) {  // NaN wins (PyTorch); x86 max would drop it
-        acc = hn::IfThenElse(hn::Or(hn::IsNaN(acc), hn::IsNaN(x)), hn::Add(acc, x), hn::Max(acc, x));
+        acc = hn::IfThenElse(hn::Or(hn::IsNaN(acc), hn::IsNaN(x)), hn::Add(acc, x),
+                             hn::IfThenElse(hn::Gt(x, acc), x, acc));
       } else {
-        acc = hn::Max(acc, x);
+        // x > acc ? x : acc, the reference's rule (maxps would return -0 for max(+0, -0)).
+        acc = hn::IfThenElse(hn::Gt(x, acc), x, acc);
         nan = hn::Or(nan, hn::IsNaN(x));
       }
     }

@@ -12,11 +12,12 @@
 //       acc = (p + p3) · s + acc, acc2 = (p2 + p4) · s + acc2);
 //   y = f32(sum of the lanes of acc (NVFP4: acc + acc2) · 2^e_i) (+ bias), e_i undoing 2^c and the
 //   fixed powers of two.
-// The walkers take kCols = 4 weight rows side by side (FP8 / MXFP8, m = 1..2; 2 for m = 3..4 and
-// GEMM row groups; 1 for bf16 and NVFP4, see RowGroup), so one x' vector serves kCols FMAs, and
-// prefetch the rows at least kPrefetchBytes ahead. A GEMM runs the same micro-kernel over groups
-// of 4 rows of x per unit of 16 weight rows (the unit's weights stay in cache after the first
-// group), so prefill and decode give a row the same bits.
+// The walkers take kCols = 4 weight rows side by side (FP8 / MXFP8, m = 1..2; 2 for m = 3..6 and
+// GEMM row groups; 1 for NVFP4 and for bf16 decode, 2 for bf16 prefill on AVX-512, see RowGroup),
+// so one x' vector serves kCols FMAs, and prefetch the rows at least kPrefetchBytes ahead. A GEMM
+// runs the same micro-kernel over groups of rows of x (6 for FP8 / MXFP8 on AVX-512, else 4) per
+// unit of 16 weight rows (the unit's weights stay in cache after the first group), so prefill and
+// decode give a row the same bits. bf16 puts even and odd elements on two chains (p, p2).
 // "raw" is the code's value times a power of two, exact: e4m3 through a bit trick (sign << 31 |
 // magnitude << 20 read as an f32 is value · 2^-120, e4m3 subnormals landing on f32 subnormals),
 // e2m1 through a 16-entry table (vpermps / vpermw on AVX-512; a gather elsewhere), bf16 by a shift. The
@@ -741,10 +742,10 @@ HWY_INLINE void RowGroup(const QuantPlan& plan, int64_t i0, int64_t j_begin, int
   // side, although four rows run faster in cache (61 against 36 GB/s): one stream keeps the
   // hardware prefetcher ahead. NVFP4 (two FMA chains per row): 0.63 / 0.86 with 1 / 2 threads,
   // against 0.60 / 0.77 with four rows.
-  // GEMM row groups (3-4 rows of x: prefill) take bf16 rows in pairs, the unit's rows being in cache
-  // by then (m = 32 in cache, 1 core: 1.45x faster on AVX-512, 1.33x on AVX2). Bits do not depend
-  // on kC. NVFP4 stays at one: its invalid-scale fallback is decided per walker call, and a row's
-  // bits must not depend on its neighbour.
+  // GEMM row groups (3-4 rows of x: prefill) take bf16 rows in pairs on AVX-512 (kBf16GemmCols), the
+  // unit's rows being in cache by then (m = 32 in cache, 1 core: 1.45x faster with one chain). Bits
+  // do not depend on kC. NVFP4 stays at one: its invalid-scale fallback is decided per walker call,
+  // and a row's bits must not depend on its neighbour.
   constexpr int kC = F == QuantFormat::Nvfp4 ? 1 : (F == QuantFormat::Bf16 ? (kRows >= 3 ? kBf16GemmCols : 1) : ColsFor(kRows));
   const DF d;
   VF sums[kRows][cpu_detail::kUnitRows];
@@ -821,7 +822,8 @@ void UnitsFor(const QuantPlan& plan, size_t begin, size_t end) {
   for (size_t u = begin; u < end; ++u) {
     const int64_t j0 = static_cast<int64_t>(u) * cpu_detail::kUnitRows;
     const int64_t j1 = j0 + cpu_detail::kUnitRows < plan.n ? j0 + cpu_detail::kUnitRows : plan.n;
-    // NVFP4 keeps 4: its six accumulator sets would spill at 6 rows (m = 32: 1.4x slower).
+    // NVFP4 keeps 4: its six accumulator sets would spill at 6 rows (m = 32: 1.4x slower); bf16
+    // too: acc, p and p2 of 4 x 2 fill AVX-512's 32 registers.
     constexpr int64_t kRowsMax = F == QuantFormat::Nvfp4 || F == QuantFormat::Bf16 ? 4 : kGroupRows;
     for (int64_t i0 = 0; i0 < plan.m; i0 += kRowsMax) {
       const bool prefetch = i0 == 0;

@@ -148,6 +148,9 @@ size_t cpu_scratch_bytes(OpCode op, const OpAttrs& attrs, const TensorView* inpu
   if (op == OpCode::Linear && input_count > 0) {
     return cpu::linear_scratch(attrs, inputs, input_count, outputs, output_count, 1);
   }
+  if (op == OpCode::MatMul && input_count > 0) {
+    return cpu::matmul_scratch(attrs, inputs, input_count, outputs, output_count, 1);
+  }
   return 0;
 }
 

@@ -15,9 +15,10 @@ namespace ember::kernels {
 Status register_cpu_kernels(KernelRegistry& registry);
 
 // Bytes of KernelContext::scratch the cpu kernel for `op` needs with these shapes on one thread:
-// conv2d's packed panels (conv2d_scratch; it also runs without, directly and slower); 0 for the other
-// ops here. The per-thread needs (conv2d, the quantized linears, sample) come from the ScratchFns
-// registered with the kernels; this exists so that planners ask instead of assuming.
+// conv2d's packed panels (conv2d_scratch), f32 linear's packed x (linear_scratch) and matmul's B
+// panel (matmul_scratch); each also runs without, slower; 0 for the other ops here. The per-thread
+// needs (those three, the quantized linears, sample) come from the ScratchFns registered with the
+// kernels; this exists so that planners ask instead of assuming.
 size_t cpu_scratch_bytes(OpCode op, const OpAttrs& attrs, const TensorView* inputs,
                          size_t input_count, const TensorView* outputs, size_t output_count);
 

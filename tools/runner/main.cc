@@ -578,8 +578,9 @@ int main(int argc, char** argv) {
   app.add_option("--stop", o.stops, "LLM: stop when the text contains this string (repeatable, up to 8)");
   app.add_flag("--ignore-eos", o.ignore_eos, "LLM: keep generating after an EOS token");
   app.add_flag("--warmup", o.warmup,
-               "LLM: first run an untimed 2-token generation of the first prompt's ids reversed (no prefix "
-               "in common), so the timed prefill does not pay first-touch costs");
+               "LLM: first run an untimed 2-token generation of the first prompt's ids reversed (so it "
+               "shares no leading KV block with it unless the prompt is a palindrome over a block), so the "
+               "timed prefill does not pay first-touch costs; the prefix-hit and preemption counts include it");
   app.add_option("--kv-blocks", llm_numbers.kv_blocks,
                  "LLM: KV cache blocks, at least one context and at most the program's maximum (the default)");
   app.add_flag("--print-ids", o.print_ids, "LLM: print the prompt and generated token ids");

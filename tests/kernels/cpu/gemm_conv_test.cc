@@ -67,6 +67,9 @@ TEST_P(MatmulTest, PackedPanelsSameBits) {
       Shape(OpCode::MatMul, OpAttrs{}, in, 2, &out);
       const size_t bytes = cpu::matmul_scratch(OpAttrs{}, in, 2, &out.view, 1, size_t(threads));
       EXPECT_EQ(bytes, size_t(threads) * ((sa.back() * 32 + 15) / 16 * 16) * 4 + 64);
+      if (threads == 1) {
+        EXPECT_EQ(cpu_scratch_bytes(OpCode::MatMul, OpAttrs{}, in, 2, &out.view, 1), bytes);
+      }
       std::vector<uint8_t> scratch(bytes + 7);
       KernelContext ctx;
       ctx.pool = Pool(threads);

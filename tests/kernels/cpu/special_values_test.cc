@@ -332,6 +332,26 @@ TEST_P(SpecialValuesTest, PoolingWithNaNAndInfAtEveryPosition) {
   }
 }
 
+// Max pool over windows of +0 and -0 (and negatives): the reference keeps the first of equal zeros
+// (x > best), so the sign of a zero output depends on the order; x86 max would return the last.
+TEST_P(SpecialValuesTest, MaxPoolSignedZeros) {
+  const float values[] = {0.0f, -0.0f, -1.0f, -0.0f, 0.0f, -2.0f, -0.0f};
+  for (int64_t w : {5, 9, 17, 40}) {
+    Tensor x(ScalarType::F32, {1, 3, 6, w});
+    for (size_t i = 0; i < x.numel(); ++i) x.f()[i] = values[(i * 5 + i / 7) % 7];
+    for (int64_t stride : {1, 2}) {
+      OpAttrs attrs;
+      attrs.kind = AttrKind::Pool2d;
+      attrs.kernel[0] = attrs.kernel[1] = 3;
+      attrs.stride[0] = attrs.stride[1] = stride;
+      attrs.padding[0] = attrs.padding[1] = attrs.padding[2] = attrs.padding[3] = 1;
+      attrs.dilation[0] = attrs.dilation[1] = 1;
+      SCOPED_TRACE(testing::Message() << "w=" << w << " stride " << stride);
+      CheckSpecial(OpCode::MaxPool2d, cpu::max_pool2d, ref::max_pool2d, attrs, {x.view}, kExact, true);
+    }
+  }
+}
+
 // NaN and Inf (and Inf * 0) through the accumulation of matmul, linear and conv: one special value
 // in an operand, at positions that land in the micro-kernels' bodies and edges.
 TEST_P(SpecialValuesTest, GemmAndConvPropagateNaNAndInf) {
