@@ -197,7 +197,7 @@ HWY_INLINE void Im2colLine(const ConvPlan& p, const float* in_c, int64_t i, int6
       const int64_t lanes = static_cast<int64_t>(hn::Lanes(d));
       for (; t + lanes <= hi && 2 * (t + lanes) + off <= p.w_in; t += lanes) {
         const float* src = row + 2 * t + off;
-        hn::StoreU(hn::ConcatEven(d, hn::LoadU(d, src + lanes), hn::LoadU(d, src)), d, dst + (t - ow0));
+        hn::StoreU(EvenLanes(d, src), d, dst + (t - ow0));
       }
 #endif
       for (; t < hi; ++t) dst[t - ow0] = row[2 * t + off];
@@ -372,8 +372,7 @@ HWY_INLINE void DepthwisePlanes(const ConvPlan& p, const float* HWY_RESTRICT in_
           const int64_t lanes = static_cast<int64_t>(hn::Lanes(d));
           const int64_t row_end = p.w_in + p.pl - pj;  // one past the row's last column, in row[] units
           for (; b + lanes <= b_hi && 2 * (b + lanes) <= row_end; b += lanes) {
-            const float* src = row + 2 * b;
-            hn::StoreU(hn::ConcatEven(d, hn::LoadU(d, src + lanes), hn::LoadU(d, src)), d, dst + b);
+            hn::StoreU(EvenLanes(d, row + 2 * b), d, dst + b);
           }
 #endif
           for (; b < b_hi; ++b) dst[b] = row[b * s];

@@ -1,6 +1,6 @@
 // Per-target helpers shared by kernels/cpu files. Include after hwy/highway.h, inside no namespace.
 // Also: ExpArg / TanhArg (defined arguments for hwy's Exp / Tanh), ReluKeepNaN and ClampKeepNaN
-// (relu and clip with NaN and -0 kept).
+// (relu and clip with NaN and -0 kept), EvenLanes (a stride-2 row).
 // Highway 1.0.3 has no LoadN/StoreN. On AVX-512 (HWY_MEM_OPS_MIGHT_FAULT == 0) partial vectors
 // are masked loads and stores, which touch no element past `count`; elsewhere they go through a
 // stack buffer (MaskedLoad on SSE / AVX2 targets may read the whole vector). The buffer costs a
@@ -100,6 +100,18 @@ HWY_INLINE V ClampKeepNaN(V x, V lo, V hi) {
 #else
   x = hn::IfThenElse(hn::Lt(x, lo), lo, x);
   return hn::IfThenElse(hn::Gt(x, hi), hi, x);
+#endif
+}
+
+
+// Lanes 0, 2, 4, ... of src[0 .. 2 * lanes): a stride-2 row (pool.cc, conv_gemm.cc). Reads all 2 *
+// lanes floats; callers keep the second load inside their buffer.
+template <class D>
+HWY_INLINE hn::Vec<D> EvenLanes(D d, const float* src) {
+#if HWY_TARGET == HWY_SCALAR
+  return hn::LoadU(d, src);
+#else
+  return hn::ConcatEven(d, hn::LoadU(d, src + hn::Lanes(d)), hn::LoadU(d, src));
 #endif
 }
 

@@ -43,7 +43,7 @@ struct LinearRun {
   const float* bias;  // may be null
   float* c;
   float* packed;      // kLinearAlign-aligned panels
-  int64_t m, n, k;
+  int64_t n, k;
   int64_t m0, rows;   // the chunk of x being packed / multiplied
   int64_t panels;     // panels in the chunk (target's width)
   int64_t n_block;    // w rows per compute unit
@@ -419,7 +419,6 @@ bool linear_packed(KernelContext& ctx, const float* x, const float* w, const flo
   run.bias = bias;
   run.c = c;
   run.packed = reinterpret_cast<float*>(base + pad);
-  run.m = m;
   run.n = n;
   run.k = k;
   const int64_t nr = static_cast<int64_t>(EMBER_HWY_DISPATCH(LinearPanelWidth)());

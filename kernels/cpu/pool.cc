@@ -83,16 +83,6 @@ HWY_INLINE float PoolPoint(const PoolPlan& p, const float* plane, int64_t oh, in
   return count > 0 ? acc / static_cast<float>(count) : 0.0f;
 }
 
-// Lanes 0, 2, 4, ... of src[0 .. 2 * lanes).
-template <class D>
-HWY_INLINE hn::Vec<D> EvenLanes(D d, const float* src) {
-#if HWY_TARGET == HWY_SCALAR
-  return hn::LoadU(d, src);
-#else
-  return hn::ConcatEven(d, hn::LoadU(d, src + hn::Lanes(d)), hn::LoadU(d, src));
-#endif
-}
-
 // The taps of output columns [ow0, ow0 + lanes) of row oh, reduced in tap order. kExactNaN: max
 // lets a NaN win at each step (acc + x where either is NaN, as the reference); otherwise a plain max
 // with a record of whether any tap was NaN (the caller redoes those chunks exactly).
