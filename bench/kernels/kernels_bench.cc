@@ -129,6 +129,22 @@ void BM_Conv(benchmark::State& state) {
          kKind == kConvReference ? 1 : state.range(6), kKind == kConvPacked ? kernels::cpu::conv2d_scratch : nullptr);
 }
 
+// conv2d 3x3 stride 1 [1, C, H, H] -> [1, O, H, H] as the runtime runs it, with the Winograd choice
+// forced (m: 0 = the im2col GEMM, 2 or 4 = F(m x m, 3 x 3); -1 = conv2d's own choice). Flops are the
+// direct conv's (2 O H^2 C 9) whatever the algorithm, so the rates compare as speed.
+void BM_ConvWinograd(benchmark::State& state) {
+  const int64_t c = state.range(0), h = state.range(1), o = state.range(2);
+  Buffer x({1, c, h, h}, 1), w({o, c, 3, 3}, 2), bias({o}, 3);
+  OpAttrs attrs;
+  attrs.kind = AttrKind::Conv2d;
+  attrs.kernel[0] = attrs.kernel[1] = 3;
+  for (int i = 0; i < 4; ++i) attrs.padding[i] = 1;
+  kernels::cpu::conv2d_set_path_for_testing(int(state.range(3)));
+  run_op(state, OpCode::Conv2d, kernels::cpu::conv2d, attrs, {x.view, w.view, bias.view}, 2.0 * o * h * h * c * 9,
+         state.range(4), kernels::cpu::conv2d_scratch);
+  kernels::cpu::conv2d_set_path_for_testing(-1);
+}
+
 // max_pool2d [1, C, H, H], k x k, stride s, padding k / 2 (ResNet's 3x3/2 after the stem: C 64, H 112).
 void BM_MaxPool(benchmark::State& state) {
   const int64_t c = state.range(0), h = state.range(1), k = state.range(2), stride = state.range(3);
@@ -175,6 +191,11 @@ BENCHMARK_TEMPLATE(BM_MatMul, false)->ArgNames({"m", "k", "n"})
 EMBER_CONV_CASES(kConvPacked);
 EMBER_CONV_CASES(kConvDirect);
 #undef EMBER_CONV_CASES
+// ResNet-18's stride-1 3x3 layers (layer1 .. layer4).
+BENCHMARK(BM_ConvWinograd)->ArgNames({"c", "h", "o", "m", "threads"})
+    ->ArgsProduct({{64}, {56}, {64}, {0, 2, 4}, {1, 2}})->ArgsProduct({{128}, {28}, {128}, {0, 2, 4}, {1, 2}})
+    ->ArgsProduct({{256}, {14}, {256}, {0, 2, 4}, {1, 2}})->ArgsProduct({{512}, {7}, {512}, {0, 2, 4}, {1, 2}})
+    ->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_MaxPool)->ArgNames({"c", "h", "k", "s", "threads"})->Args({64, 112, 3, 2, 1})->Args({64, 112, 3, 2, 2})
     ->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK_TEMPLATE(BM_Conv, kConvReference)->ArgNames({"c", "h", "o", "k", "s", "g"})->Args({64, 56, 64, 3, 1, 1})

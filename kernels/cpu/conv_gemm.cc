@@ -31,7 +31,9 @@
 #include <cstdint>
 #include <cstring>
 
+#include "hwy/cache_control.h"
 #include "kernels/cpu/hwy_util-inl.h"
+#include "kernels/cpu/conv_micro-inl.h"
 
 #ifndef EMBER_KERNELS_CPU_CONV_GEMM_RUN_
 #define EMBER_KERNELS_CPU_CONV_GEMM_RUN_
@@ -56,89 +58,6 @@ namespace ember::kernels::HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
 using cpu_detail::ConvPlan;
 using cpu_detail::ConvRun;
-
-// At most 16 lanes (AVX-512's), whatever the target (SVE may have more): a GEMM panel (2 vectors) is
-// at most kConvMaxNr columns, and the depthwise slack covers 4 vectors.
-using ConvTag = hn::CappedTag<float, 16>;
-
-#if HWY_TARGET <= HWY_AVX3
-constexpr int kConvMr = 8;
-#else
-constexpr int kConvMr = 6;
-#endif
-
-// C[kRows x ncols] (+)= A[kRows x kc] * Bp[kc x kNv vectors]; ncols <= kNv * Lanes. `first`: start
-// from 0, else from C; `bias` (rows' biases) and `clamp` ({out_min, out_max}, after the bias) only on
-// the last reduction block.
-template <int kRows, int kNv>
-HWY_NOINLINE void ConvMicro(const float* HWY_RESTRICT a, int64_t lda, const float* HWY_RESTRICT bp,
-                          int64_t kc, int64_t ldb, float* HWY_RESTRICT c, int64_t ldc, size_t ncols,
-                          bool first, const float* bias, const float* clamp) {
-  const ConvTag d;
-  using V = hn::Vec<decltype(d)>;
-  const size_t lanes = hn::Lanes(d);
-  V acc[kRows][kNv];
-  const bool full = ncols == kNv * lanes;
-  for (int r = 0; r < kRows; ++r) {
-    for (int v = 0; v < kNv; ++v) {
-      if (first) {
-        acc[r][v] = hn::Zero(d);
-      } else {
-        const size_t n = ncols > v * lanes ? ncols - v * lanes : 0;
-        const float* src = c + r * ldc + v * lanes;
-        acc[r][v] = full || n >= lanes ? hn::LoadU(d, src) : (n == 0 ? hn::Zero(d) : LoadTail(d, src, n));
-      }
-    }
-  }
-  for (int64_t k = 0; k < kc; ++k) {
-    V b[kNv];
-    for (int v = 0; v < kNv; ++v) b[v] = hn::LoadU(d, bp + k * ldb + v * lanes);
-    for (int r = 0; r < kRows; ++r) {
-      const V av = hn::Set(d, a[r * lda + k]);
-      for (int v = 0; v < kNv; ++v) acc[r][v] = hn::MulAdd(av, b[v], acc[r][v]);
-    }
-  }
-  const V lo = hn::Set(d, clamp != nullptr ? clamp[0] : 0.0f);
-  const V hi = hn::Set(d, clamp != nullptr ? clamp[1] : 0.0f);
-  for (int r = 0; r < kRows; ++r) {
-    for (int v = 0; v < kNv; ++v) {
-      V x = acc[r][v];
-      if (bias != nullptr) x = hn::Add(x, hn::Set(d, bias[r]));
-      if (clamp != nullptr) x = ClampKeepNaN(x, lo, hi);
-      const size_t n = ncols > v * lanes ? ncols - v * lanes : 0;
-      float* dst = c + r * ldc + v * lanes;
-      if (full || n >= lanes) {
-        hn::StoreU(x, d, dst);
-      } else if (n != 0) {
-        StoreTail(d, x, dst, n);
-      }
-    }
-  }
-}
-
-template <int kNv>
-HWY_INLINE void ConvRows(int rows, const float* a, int64_t lda, const float* bp, int64_t kc, int64_t ldb,
-                         float* c, int64_t ldc, size_t ncols, bool first, const float* bias,
-                         const float* clamp) {
-  switch (rows) {
-#define EMBER_CONV_ROWS_CASE(R)                                                   \
-  case R:                                                                         \
-    if constexpr (R <= kConvMr) {                                                 \
-      ConvMicro<R, kNv>(a, lda, bp, kc, ldb, c, ldc, ncols, first, bias, clamp);  \
-    }                                                                             \
-    break;
-    EMBER_CONV_ROWS_CASE(1)
-    EMBER_CONV_ROWS_CASE(2)
-    EMBER_CONV_ROWS_CASE(3)
-    EMBER_CONV_ROWS_CASE(4)
-    EMBER_CONV_ROWS_CASE(5)
-    EMBER_CONV_ROWS_CASE(6)
-    EMBER_CONV_ROWS_CASE(7)
-    EMBER_CONV_ROWS_CASE(8)
-#undef EMBER_CONV_ROWS_CASE
-    default: break;
-  }
-}
 
 // The output rows a block of positions crosses: run r covers block columns [start, start + len)
 // of output row oh from column ow0. Made once per unit (no divisions per im2col row).
@@ -283,6 +202,16 @@ void ConvGemmUnit(const ConvRun& run, size_t u, float* HWY_RESTRICT buf) {
       for (int64_t r = 0; r < rows; r += kConvMr) {
         const int take = static_cast<int>(rows - r < kConvMr ? rows - r : kConvMr);
         const float* bias = last && bias_rows != nullptr ? bias_rows + r : nullptr;
+        if (j == 0 && r + kConvMr < rows) {
+          // The next row group's block of w, which the first panel meets first: short runs of
+          // kConvKc floats in kConvMr rows that the hardware prefetchers barely see before they
+          // end (inside a network w streams from memory).
+          const int64_t next = rows - r - kConvMr < kConvMr ? rows - r - kConvMr : kConvMr;
+          for (int64_t i = 0; i < next; ++i) {
+            const float* row = w_rows + (r + kConvMr + i) * kdim + k0;
+            for (int64_t k = 0; k < kc; k += 16) hwy::Prefetch(row + k);
+          }
+        }
         if (ncols > lanes) {
           ConvRows<2>(take, w_rows + r * kdim + k0, kdim, bp, kc, ld, c + r * positions, positions,
                       size_t(ncols), first, bias, clamp);
@@ -437,6 +366,7 @@ void ConvPackedTask(const ConvRun& run, size_t t) {
   for (size_t u = begin; u < end; ++u) {
     if (run.p.path == cpu_detail::ConvPath::Gemm) {
       ConvGemmUnit(run, u, buf);
+
     } else {
       ConvDepthwiseUnit(run, u, buf);
     }
@@ -460,20 +390,31 @@ void conv_packed_task(void* arg, size_t t) {
 bool conv2d_packed(KernelContext& ctx, const ConvPlan& p) {
   if (p.path == ConvPath::Direct) return false;
   uint8_t* base = ctx.scratch.data();
-  const size_t slot = conv_slot_bytes(p);
-  if (base == nullptr || slot == 0) return false;
+  if (base == nullptr) return false;
   const size_t pad = (kConvAlign - reinterpret_cast<uintptr_t>(base) % kConvAlign) % kConvAlign;
-  const size_t slots = ctx.scratch.size() < pad ? 0 : (ctx.scratch.size() - pad) / slot;
-  if (slots == 0) return false;  // called without conv2d_scratch's bytes: the direct path
+  const size_t avail = ctx.scratch.size() < pad ? 0 : ctx.scratch.size() - pad;
   ConvRun run{};
   run.p = p;
+  const double flops = 2.0 * double(p.n * p.o * p.oh * p.ow) * double(p.cpg * p.kh * p.kw);
+  if (p.path == ConvPath::Winograd) {
+    const size_t shared = size_t(conv_wino_shared_floats(p)) * sizeof(float);
+    const size_t wslot = conv_slot_bytes(p);
+    if (avail >= shared + wslot) {
+      conv2d_winograd(flops < double(1 << 18) ? nullptr : ctx.pool, p, base + pad, (avail - shared) / wslot);
+      return true;
+    }
+    run.p.path = ConvPath::Gemm;  // less scratch than the shape's (a smaller bound at load): the GEMM
+  }
+  const size_t slot = conv_slot_bytes(run.p);
+  if (slot == 0) return false;
+  const size_t slots = avail / slot;
+  if (slots == 0) return false;  // called without conv2d_scratch's bytes: the direct path
   run.base = base + pad;
   run.slot = slot;
   size_t threads = ctx.pool != nullptr ? ctx.pool->thread_count() : 1;
-  const double flops = 2.0 * double(p.n * p.o * p.oh * p.ow) * double(p.cpg * p.kh * p.kw);
   if (flops < double(1 << 18)) threads = 1;
   if (threads > slots) threads = slots;
-  if (p.path == ConvPath::Gemm) {
+  if (run.p.path == ConvPath::Gemm) {
     // Column blocks of kConvNc positions, halved (down to 64) while there are fewer than 3 per
     // thread: ResNet-18's 56x56 maps gave 13 blocks for 16 threads. Each block packs its own B, so
     // the packing work does not grow.
@@ -516,9 +457,15 @@ size_t conv2d_scratch(const OpAttrs& attrs, const TensorView* inputs, size_t, co
                       size_t threads) {
   cpu_detail::ConvPlan p{};
   cpu_detail::conv_fill_plan(attrs, inputs[0], inputs[1], outputs[0], &p);
+  const size_t t = threads < 1 ? 1 : threads;
+  size_t bytes = 0;
+  if (p.path == cpu_detail::ConvPath::Winograd) {
+    bytes = size_t(cpu_detail::conv_wino_shared_floats(p)) * sizeof(float) + t * cpu_detail::conv_slot_bytes(p);
+    p.path = cpu_detail::ConvPath::Gemm;  // and at least the GEMM's (the fallback above)
+  }
   const size_t slot = cpu_detail::conv_slot_bytes(p);
-  if (slot == 0) return 0;
-  return (threads < 1 ? 1 : threads) * slot + cpu_detail::kConvAlign;
+  if (slot != 0 && t * slot > bytes) bytes = t * slot;
+  return bytes == 0 ? 0 : bytes + cpu_detail::kConvAlign;
 }
 
 }  // namespace cpu

@@ -22,7 +22,7 @@ constexpr int64_t kConvLdPad = 16;  // floats after each packed row of B
 constexpr size_t kConvAlign = 64;
 constexpr int64_t kMaxDepthwiseTaps = 64;  // kh * kw of the depthwise path (larger: direct)
 
-enum class ConvPath { Direct, Gemm, Depthwise };
+enum class ConvPath { Direct, Gemm, Depthwise, Winograd };
 
 struct ConvPlan {
   const float* in;
@@ -35,6 +35,7 @@ struct ConvPlan {
   int64_t blocks_per_group;        // direct: ceil(opg / kConvOcBlock)
   int64_t ow_lo, ow_hi;            // direct: interior output columns
   ConvPath path;
+  int64_t wino_m;                  // Winograd: output tile m (F(m x m, 3 x 3)), 2 or 4; else 0
   bool clamp;                      // conv2d_has_clamp: every output goes through conv_clamp
   float out_min, out_max;
 };
@@ -46,6 +47,31 @@ inline float conv_clamp(const ConvPlan& p, float v) {
 }
 
 inline int64_t conv_round_up(int64_t v, int64_t m) { return (v + m - 1) / m * m; }
+
+// Winograd F(m x m, 3 x 3) (conv_winograd.cc) for 3x3 convs at stride 1 without dilation or groups:
+// m x m outputs from an (m + 2)^2 input tile with (m + 2)^2 multiplies per input channel instead of
+// 9 m^2 (m = 4: 36 instead of 144, m = 2: 16 instead of 36), plus the transforms of the input, the
+// output and, per call, the weights (no kernel keeps state between calls). Its results differ from
+// the reference's FMA chain by rounding (conv_winograd.cc: rel. L2 ~1e-6, m = 4). Chosen by the
+// shapes alone (so scratch sizing and the run agree); conv2d_set_path_for_testing overrides it.
+// Returns m, or 0 for the im2col GEMM.
+int conv_path_override();  // -1: automatic; else cpu::conv2d_set_path_for_testing's mode
+
+inline int64_t conv_winograd_tile(const ConvPlan& p) {
+  const bool eligible = p.groups == 1 && p.kh == 3 && p.kw == 3 && p.sh == 1 && p.sw == 1 && p.dh == 1 &&
+                        p.dw == 1 && p.pt <= 2 && p.pl <= 2 && p.pb <= 2 && p.pr <= 2;
+  if (!eligible) return 0;
+  const int forced = conv_path_override();
+  if (forced >= 0) return forced == 2 || forced == 4 ? forced : 0;
+  if (p.c < 16 || p.o < 16) return 0;  // short reductions: the GEMM's packing is cheap there anyway
+  // Measured on ResNet-18's layers (bench/README.md, BM_ConvWinograd, one Zen 5 core, against the
+  // GEMM): m = 4 from 28x28 maps (56x56: 2.5x, 28x28: 2.1x; m = 2 1.8x, 1.7x); m = 2 from 12x12
+  // (14x14: 1.46x, m = 4 1.3x). At 7x7 the transform of the weights, per call, costs what the
+  // multiplies save (512 -> 512: 1.15x with warm caches, slower inside the network).
+  const int64_t positions = p.oh * p.ow;
+  if (positions >= 28 * 28) return 4;
+  return positions >= 12 * 12 ? 2 : 0;
+}
 
 // Geometry from the views' dims (data may be null: the scratch function).
 inline void conv_fill_plan(const OpAttrs& attrs, const TensorView& x, const TensorView& w,
@@ -83,6 +109,8 @@ inline void conv_fill_plan(const OpAttrs& attrs, const TensorView& x, const Tens
     p.path = (s1 || s2) && p.kh * p.kw <= kMaxDepthwiseTaps ? ConvPath::Depthwise : ConvPath::Direct;
   } else {
     p.path = ConvPath::Gemm;
+    p.wino_m = conv_winograd_tile(p);
+    if (p.wino_m != 0) p.path = ConvPath::Winograd;
   }
 }
 
@@ -99,10 +127,57 @@ inline int64_t conv_dw_plane_floats(const ConvPlan& p) {
 }
 inline int64_t conv_dw_outq_floats(const ConvPlan& p) { return conv_round_up(p.oh * conv_dw_wq(p) + 4 * 16, 16); }
 
+// Winograd geometry (conv_winograd.cc): tiles of m x m outputs, th x tw of them; a task unit is a
+// block of kWinoCols consecutive tiles (row-major over the tile grid) x a chunk of at most
+// kWinoMaxRows output channels. Per task: the transformed input V [alpha^2][C][kWinoCols] (each
+// alpha^2 plane kWinoVPad floats longer, against 4 KiB aliasing), the GEMM results M
+// [rows][alpha^2][kWinoCols], the zero-padded input rows the block's tiles read, and m rows of
+// staged outputs. Shared by all tasks: the transformed weights U = G g G^T [alpha^2][O][C], made once
+// per call. (Transforming U per task instead, for one row group x one reduction block at a time in
+// L2, won 12 % on a 512 -> 512 conv at 7x7 with warm caches and lost 5-10 % inside ResNet-18, where
+// the weights stream from memory and the separate transform pass exposes that.)
+constexpr int64_t kWinoCols = kConvMaxNr;
+constexpr int64_t kWinoMaxRows = 64;
+constexpr int64_t kWinoVPad = 16;
+struct WinoGeometry {
+  int64_t m, alpha, a2, th, tw, tiles;
+  int64_t rows_max, wp, ws;  // padded input rows per block and their width; staged row width
+  int64_t v_stride;          // floats per alpha^2 plane of V
+};
+inline WinoGeometry conv_wino_geometry(const ConvPlan& p) {
+  WinoGeometry g{};
+  g.m = p.wino_m;
+  g.alpha = g.m + 2;
+  g.a2 = g.alpha * g.alpha;
+  g.th = (p.oh + g.m - 1) / g.m;
+  g.tw = (p.ow + g.m - 1) / g.m;
+  g.tiles = g.th * g.tw;
+  int64_t span = (kWinoCols + g.tw - 1) / g.tw + 1;  // tile rows a block of kWinoCols tiles crosses
+  if (span > g.th) span = g.th;
+  g.rows_max = span * g.m + 2;
+  // Interleaved loads of a vector of tiles read up to m * 16 + 4 floats past a tile's start.
+  g.wp = conv_round_up(g.tw * g.m + 8 + 4 * 16, 16);
+  g.ws = conv_round_up((g.tw + 16) * g.m, 16);
+  g.v_stride = p.c * kWinoCols + kWinoVPad;
+  return g;
+}
+// Floats per alpha^2 plane of the shared U (kWinoVPad more than O x C: against 4 KiB aliasing of
+// the alpha^2 stores of one weight's transform).
+inline int64_t conv_wino_u_stride(const ConvPlan& p) { return conv_round_up(p.o * p.c, 16) + kWinoVPad; }
+inline int64_t conv_wino_shared_floats(const ConvPlan& p) {
+  const int64_t a = p.wino_m + 2;
+  return a * a * conv_wino_u_stride(p);
+}
+
 // Scratch bytes one task uses (a multiple of kConvAlign); 0 for the direct path.
 inline size_t conv_slot_bytes(const ConvPlan& p) {
   int64_t floats = 0;
-  if (p.path == ConvPath::Gemm) {
+  if (p.path == ConvPath::Winograd) {
+    const WinoGeometry g = conv_wino_geometry(p);
+    const int64_t rows = p.o < kWinoMaxRows ? conv_round_up(p.o, 8) : kWinoMaxRows;
+    floats = conv_round_up(g.a2 * g.v_stride, 16) + conv_round_up(rows * g.a2 * kWinoCols + 16, 16) +
+             g.rows_max * g.wp + g.m * g.ws;
+  } else if (p.path == ConvPath::Gemm) {
     const int64_t k = p.cpg * p.kh * p.kw, positions = p.oh * p.ow;
     const int64_t kc = k < kConvKc ? k : kConvKc;
     const int64_t cols = positions < kConvNc ? conv_round_up(positions, kConvMaxNr) : kConvNc;
@@ -140,8 +215,13 @@ inline float conv_point(const ConvPlan& p, int64_t n, int64_t oc, int64_t oh, in
   return p.clamp ? conv_clamp(p, acc) : acc;
 }
 
-// Runs the packed GEMM or depthwise path (conv_gemm.cc) when p.path is one of them and ctx.scratch
-// holds at least one task's slot; false: the caller runs the direct path.
+// Runs the packed GEMM, Winograd or depthwise path (conv_gemm.cc) when p.path is one of them and
+// ctx.scratch holds at least one task's slot (Winograd: and the shared transformed weights, else the
+// GEMM); false: the caller runs the direct path.
 bool conv2d_packed(KernelContext& ctx, const ConvPlan& p);
+
+// The Winograd path (conv_winograd.cc): scratch at `base` (kConvAlign-aligned) holds the shared
+// weights then `slots` task slots of conv_slot_bytes(p).
+void conv2d_winograd(ThreadPool* pool, const ConvPlan& p, uint8_t* base, size_t slots);
 
 }  // namespace ember::kernels::cpu_detail

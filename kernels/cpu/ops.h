@@ -54,6 +54,11 @@ size_t linear_quantized_scratch(const OpAttrs& attrs, const TensorView* inputs, 
 EMBER_CPU_KERNEL(conv2d);
 size_t conv2d_scratch(const OpAttrs& attrs, const TensorView* inputs, size_t input_count,
                       const TensorView* outputs, size_t output_count, size_t threads);
+// Tests and benchmarks only (process-wide, not per call): conv2d's algorithm for the shapes where
+// it has a choice (conv_plan.h). -1 (the default): chosen by shape; 0: the im2col GEMM; 2 or 4:
+// Winograd F(m x m, 3 x 3) wherever eligible (3x3, stride 1, no dilation or groups, padding <= 2).
+// Set it before sizing the scratch.
+void conv2d_set_path_for_testing(int mode);
 EMBER_CPU_KERNEL(max_pool2d);
 EMBER_CPU_KERNEL(avg_pool2d);
 EMBER_CPU_KERNEL(global_avg_pool2d);

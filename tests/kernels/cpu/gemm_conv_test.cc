@@ -473,5 +473,191 @@ TEST_P(Conv2dTest, PackedBatchInvariant) {
   }
 }
 
+
+// ---------------------------------------------------------------- Winograd F(m x m, 3 x 3)
+
+// Forces conv2d's algorithm (cpu::conv2d_set_path_for_testing) for a scope.
+struct ForcePath {
+  explicit ForcePath(int mode) { cpu::conv2d_set_path_for_testing(mode); }
+  ~ForcePath() { cpu::conv2d_set_path_for_testing(-1); }
+  ForcePath(const ForcePath&) = delete;
+  ForcePath& operator=(const ForcePath&) = delete;
+};
+
+double RelL2(const Tensor& a, const Tensor& ref) {
+  double num = 0, den = 0;
+  for (size_t i = 0; i < a.numel(); ++i) {
+    const double d = double(a.f()[i]) - double(ref.f()[i]);
+    num += d * d;
+    den += double(ref.f()[i]) * double(ref.f()[i]);
+  }
+  return std::sqrt(num / den);
+}
+
+// The tile edges: maps not a multiple of m, one tile per row (a block of 32 tiles crosses 32 tile
+// rows), tile rows longer than a block, K over one reduction block (C = 300), output channels over
+// one 64-row chunk and not a multiple of 8, asymmetric and zero padding, batch 2.
+const ConvCase kWinoCases[] = {
+    {"16 -> 24 at 8x8", 1, 16, 8, 8, 24, 3, 3, {1, 1}, {1, 1, 1, 1}, {1, 1}, 1},
+    {"batch 2, 13x11", 2, 9, 13, 11, 13, 3, 3, {1, 1}, {1, 1, 1, 1}, {1, 1}, 1},
+    {"no padding 10x17", 1, 5, 10, 17, 7, 3, 3, {1, 1}, {0, 0, 0, 0}, {1, 1}, 1},
+    {"asymmetric padding", 1, 6, 9, 12, 10, 3, 3, {1, 1}, {2, 0, 1, 2}, {1, 1}, 1},
+    {"3 wide, 40 high", 1, 4, 40, 3, 9, 3, 3, {1, 1}, {1, 1, 1, 1}, {1, 1}, 1},
+    {"70 wide", 1, 3, 6, 70, 5, 3, 3, {1, 1}, {1, 1, 1, 1}, {1, 1}, 1},
+    {"C 300", 1, 300, 6, 6, 10, 3, 3, {1, 1}, {1, 1, 1, 1}, {1, 1}, 1},
+    {"70 output channels", 1, 8, 12, 12, 70, 3, 3, {1, 1}, {1, 1, 1, 1}, {1, 1}, 1},
+};
+
+// Every case, m = 2 and 4, with and without bias: within the GEMM tolerance of the reference,
+// bitwise the same on 1, 2 and 3 threads, and not the GEMM's bits (the Winograd path did run).
+TEST_P(Conv2dTest, WinogradConfigs) {
+  for (const ConvCase& c : kWinoCases) {
+    const OpAttrs attrs = ConvAttrs(c);
+    Tensor x = Random({c.n, c.c, c.h, c.w}, 71), w = Random({c.o, c.c, 3, 3}, 72), bias = Random({c.o}, 73);
+    const Tolerance tol = GemmTolerance(c.c * 9);
+    Tensor gemm;
+    {
+      ForcePath none(0);
+      RunConvPacked(attrs, {x.view, w.view, bias.view}, 1, &gemm);
+    }
+    for (int m : {2, 4}) {
+      SCOPED_TRACE(testing::Message() << c.name << ", m = " << m);
+      ForcePath force(m);
+      CheckConvPacked(attrs, {x.view, w.view, bias.view}, tol);
+      CheckConvPacked(attrs, {x.view, w.view}, tol);
+      Tensor wino;
+      RunConvPacked(attrs, {x.view, w.view, bias.view}, 1, &wino);
+      EXPECT_FALSE(BytesEqual(wino, gemm)) << "the Winograd path did not run";
+    }
+  }
+}
+
+// The rounding error against the reference's FMA chain, on a ResNet-like layer (64 -> 64 at 20x20,
+// inputs and weights uniform in [-1, 1]): what conv_winograd.cc documents, with 2x margin.
+TEST_P(Conv2dTest, WinogradError) {
+  const ConvCase c = {"64 at 20x20", 1, 64, 20, 20, 64, 3, 3, {1, 1}, {1, 1, 1, 1}, {1, 1}, 1};
+  const OpAttrs attrs = ConvAttrs(c);
+  Tensor x = Random({1, 64, 20, 20}, 74), w = Random({64, 64, 3, 3}, 75), expected;
+  const std::vector<TensorView> in = {x.view, w.view};
+  Shape(OpCode::Conv2d, attrs, in.data(), 2, &expected);
+  RunKernel(ref::conv2d, attrs, in.data(), 2, &expected);
+  for (int m : {2, 4}) {
+    ForcePath force(m);
+    Tensor out;
+    RunConvPacked(attrs, in, 2, &out);
+    const double err = RelL2(out, expected);
+    EXPECT_LT(err, m == 2 ? 1e-6 : 5e-6) << "m = " << m;
+    EXPECT_GT(err, 0.0) << "m = " << m;
+  }
+}
+
+// Non-finite values: an inf input or weight spreads NaN over Winograd's tile (inf - inf); every
+// non-finite output is recomputed, so the result is the reference's (inf, NaN and finite outputs).
+TEST_P(Conv2dTest, WinogradNonFinite) {
+  const float inf = std::numeric_limits<float>::infinity();
+  const ConvCase c = {"3x3", 1, 5, 10, 11, 7, 3, 3, {1, 1}, {1, 1, 1, 1}, {1, 1}, 1};
+  const OpAttrs attrs = ConvAttrs(c);
+  Tensor x = Random({1, 5, 10, 11}, 76), w = Random({7, 5, 3, 3}, 77), bias = Random({7}, 78);
+  w.f()[0] = inf;                         // oc 0, ic 0, top-left tap
+  x.f()[1 * 110 + 6 * 11 + 8] = -inf;     // channel 1, (6, 8)
+  x.f()[4 * 110 + 2 * 11 + 3] = std::nanf("");  // channel 4, (2, 3)
+  const std::vector<TensorView> in = {x.view, w.view, bias.view};
+  Tensor expected;
+  Shape(OpCode::Conv2d, attrs, in.data(), 3, &expected);
+  RunKernel(ref::conv2d, attrs, in.data(), 3, &expected);
+  int inf_count = 0, nan_count = 0, finite_count = 0;
+  for (size_t i = 0; i < expected.numel(); ++i) {
+    const float v = expected.f()[i];
+    inf_count += std::isinf(v), nan_count += std::isnan(v), finite_count += std::isfinite(v);
+  }
+  EXPECT_GT(inf_count, 0);
+  EXPECT_GT(nan_count, 0);
+  EXPECT_GT(finite_count, 0);
+  for (int m : {2, 4}) {
+    SCOPED_TRACE(testing::Message() << "m = " << m);
+    ForcePath force(m);
+    CheckConvPacked(attrs, in, GemmTolerance(45));
+  }
+}
+
+// Image i of a batch equals the image convolved alone, bit for bit, whatever the thread count.
+TEST_P(Conv2dTest, WinogradBatchInvariant) {
+  const ConvCase c = {"wino", 3, 8, 14, 21, 12, 3, 3, {1, 1}, {1, 1, 1, 1}, {1, 1}, 1};
+  const OpAttrs attrs = ConvAttrs(c);
+  Tensor x = Random({3, 8, 14, 21}, 79), w = Random({12, 8, 3, 3}, 80);
+  for (int m : {2, 4}) {
+    ForcePath force(m);
+    Tensor full, one;
+    RunConvPacked(attrs, {x.view, w.view}, 3, &full);
+    const size_t image = 8 * 14 * 21, out_image = 12 * 14 * 21;
+    Tensor x1(ScalarType::F32, {1, 8, 14, 21});
+    std::memcpy(x1.f(), x.f() + 2 * image, image * sizeof(float));
+    RunConvPacked(attrs, {x1.view, w.view}, 1, &one);
+    EXPECT_EQ(0, std::memcmp(one.f(), full.f() + 2 * out_image, out_image * sizeof(float))) << "m = " << m;
+  }
+}
+
+// Scratch, worked out by hand: the transformed weights U, shared by the tasks (alpha^2 planes of
+// O x C + 16 floats), + one slot per thread (the transformed input V, the GEMM results M, the block's
+// padded input rows, the staged outputs). With less than that (the GEMM's bytes only) the GEMM runs,
+// bit for bit. The automatic choice follows the map size and the channel counts.
+TEST_P(Conv2dTest, WinogradScratch) {
+  {
+    // 16 -> 64 at 18x18, m = 2: 81 tiles, 3 blocks, U shared: 16 planes of 64 x 16 + 16 = 16640
+    // floats. A slot:
+    // V 16 x (16 x 32 + 16) = 8448; M 64 rows x 16 x 32 + 16 = 32784; padded rows: 5 tile rows x 2
+    // + 2 = 12 of round16(9 x 2 + 72) = 96; staged 2 x round16((9 + 16) x 2) = 128: 42512 floats.
+    const ConvCase c = {"16 -> 64 at 18x18", 1, 16, 18, 18, 64, 3, 3, {1, 1}, {1, 1, 1, 1}, {1, 1}, 1};
+    Tensor x(ScalarType::F32, {1, 16, 18, 18}), w(ScalarType::F32, {64, 16, 3, 3}), out;
+    const TensorView in[] = {x.view, w.view};
+    Shape(OpCode::Conv2d, ConvAttrs(c), in, 2, &out);
+    ForcePath force(2);
+    EXPECT_EQ(cpu::conv2d_scratch(ConvAttrs(c), in, 2, &out.view, 1, 3), 16640u * 4 + 3 * 42512u * 4 + 64);
+  }
+  const ConvCase c = {"16 -> 24 at 8x8", 1, 16, 8, 8, 24, 3, 3, {1, 1}, {1, 1, 1, 1}, {1, 1}, 1};
+  const OpAttrs attrs = ConvAttrs(c);
+  Tensor x = Random({1, 16, 8, 8}, 81), w = Random({24, 16, 3, 3}, 82), out, gemm;
+  const std::vector<TensorView> in = {x.view, w.view};
+  Shape(OpCode::Conv2d, attrs, in.data(), 2, &out);
+  // m = 4: U 36 x (24 x 16 + 16) = 14400 floats. A slot: V 36 x (16 x 32 + 16) = 19008; M 24 rows x
+  // 36 x 32 + 16 = 27664; padded rows 2 x 4 + 2 = 10 of round16(2 x 4 + 72) = 80; staged 4 x
+  // round16((2 + 16) x 4) = 320: 47792 floats.
+  {
+    ForcePath force(4);
+    EXPECT_EQ(cpu::conv2d_scratch(attrs, in.data(), 2, &out.view, 1, 3), 14400u * 4 + 3 * 47792u * 4 + 64);
+  }
+  size_t gemm_bytes;
+  {
+    ForcePath none(0);
+    gemm_bytes = cpu::conv2d_scratch(attrs, in.data(), 2, &out.view, 1, 1);
+    RunConvPacked(attrs, in, 1, &gemm);
+  }
+  {
+    ForcePath force(4);
+    std::vector<uint8_t> scratch(gemm_bytes);
+    KernelContext ctx;
+    ctx.scratch = Span<uint8_t>(scratch.data(), scratch.size());
+    cpu::conv2d(ctx, attrs, in.data(), 2, &out.view, 1);
+    EXPECT_TRUE(BytesEqual(out, gemm)) << "less scratch than Winograd's: the GEMM";
+  }
+  // Automatic: m = 4 from 28x28 outputs, 2 from 12x12; none below, or with fewer than 16 channels in
+  // or out.
+  struct Auto {
+    int64_t c, hw, o;
+    int mode;
+  } autos[] = {{16, 28, 16, 4}, {16, 27, 16, 2}, {16, 12, 16, 2}, {16, 11, 16, 0}, {512, 7, 512, 0},
+               {8, 32, 16, 0}, {16, 32, 8, 0}};
+  for (const Auto& a : autos) {
+    const ConvCase ac = {"auto", 1, a.c, a.hw, a.hw, a.o, 3, 3, {1, 1}, {1, 1, 1, 1}, {1, 1}, 1};
+    Tensor xa(ScalarType::F32, {1, a.c, a.hw, a.hw}), wa(ScalarType::F32, {a.o, a.c, 3, 3}), oa;
+    const TensorView ina[] = {xa.view, wa.view};
+    Shape(OpCode::Conv2d, ConvAttrs(ac), ina, 2, &oa);
+    const size_t automatic = cpu::conv2d_scratch(ConvAttrs(ac), ina, 2, &oa.view, 1, 2);
+    ForcePath force(a.mode);
+    EXPECT_EQ(automatic, cpu::conv2d_scratch(ConvAttrs(ac), ina, 2, &oa.view, 1, 2))
+        << "C " << a.c << ", " << a.hw << "x" << a.hw << ", O " << a.o << ": mode " << a.mode;
+  }
+}
+
 }  // namespace
 }  // namespace ember::kernels::cpu_test
