@@ -13,6 +13,7 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <limits>
 
 #include "kernels/cpu/hwy_util-inl.h"
@@ -32,6 +33,11 @@ struct PoolPlan {
   int64_t kh, kw, sh, sw, pt, pl, pb, pr, dh, dw;
   int64_t ow_lo, ow_hi;  // interior output columns
 };
+
+// The separable 3x3 / 2 max pool (below): output rows per unit, and the widest output row its stack
+// buffers (9 KiB) take.
+constexpr int64_t kMaxPoolRows = 8;
+constexpr int64_t kMaxPoolMaxWidth = 128;
 
 struct GlobalPoolPlan {
   const float* in;
@@ -197,6 +203,104 @@ void PoolUnits(const PoolPlan& p, size_t begin, size_t end) {
   }
 }
 
+// ------------------------------------------------------------ max 3x3 / 2, separable (ResNet's)
+// Max over a window in the reference's order (kh, then kw; x > acc, NaN first) is, without NaN, the
+// window's earliest maximal element (equal values, +0 and -0, keep the first): so the max over kw of
+// each input row, then over the kh rows of those, gives the same bits, and each row max serves two
+// output rows. Out-of-range taps, which the reference skips, are -inf here (x > -inf picks any x, and
+// a window without one valid tap stays -inf, the reference's start). Units: kMaxPoolRows output
+// rows of one plane; a unit whose input rows hold a NaN runs the per-row exact path.
+HWY_INLINE bool MaxPool3s2Eligible(const PoolPlan& p) {
+  return p.is_max && p.kh == 3 && p.kw == 3 && p.sh == 2 && p.sw == 2 && p.dh == 1 && p.dw == 1 &&
+         p.pt <= 1 && p.pl <= 1 && p.ow <= cpu_detail::kMaxPoolMaxWidth &&
+         p.w + p.pl <= 2 * cpu_detail::kMaxPoolMaxWidth + 2 && HWY_TARGET != HWY_SCALAR;
+}
+
+// x > acc ? x : acc (x86's maxps(x, acc) is exactly that; elsewhere compare and select).
+template <class D>
+HWY_INLINE hn::Vec<D> MaxFirst(D d, hn::Vec<D> x, hn::Vec<D> acc) {
+#if HWY_ARCH_X86
+  (void)d;
+  return hn::Max(x, acc);
+#else
+  return hn::IfThenElse(hn::Gt(x, acc), x, acc);
+#endif
+}
+
+void MaxPool3s2Units(const PoolPlan& p, size_t begin, size_t end) {
+  using cpu_detail::kMaxPoolMaxWidth;
+  using cpu_detail::kMaxPoolRows;
+  const hn::ScalableTag<float> d;
+  using V = hn::Vec<decltype(d)>;
+  const int64_t lanes = static_cast<int64_t>(hn::Lanes(d));
+  const int64_t blocks = (p.oh + kMaxPoolRows - 1) / kMaxPoolRows;
+  const float ninf = -std::numeric_limits<float>::infinity();
+  // Row maxes of 2 kMaxPoolRows + 1 input rows; a padded input row (column x = input x - pl, -inf
+  // outside), with slack for the interleaved loads of the last vector.
+  HWY_ALIGN float hmax[(2 * kMaxPoolRows + 1) * kMaxPoolMaxWidth];
+  HWY_ALIGN float row[2 * kMaxPoolMaxWidth + 4 * 64];
+  const int64_t row_len = 2 * p.ow + 2;
+  for (size_t u = begin; u < end; ++u) {
+    const int64_t plane_index = static_cast<int64_t>(u) / blocks;
+    const int64_t oh0 = (static_cast<int64_t>(u) % blocks) * kMaxPoolRows;
+    const int64_t oh1 = oh0 + kMaxPoolRows < p.oh ? oh0 + kMaxPoolRows : p.oh;
+    const float* plane = p.in + plane_index * p.h * p.w;
+    const int64_t ih0 = 2 * oh0 - p.pt, ih1 = 2 * (oh1 - 1) - p.pt + 3;  // input rows [ih0, ih1)
+    // The row maxes; a NaN in the rows read sends the block to the exact per-row path (before any
+    // output is written).
+    auto nan = hn::FirstN(d, 0);
+    for (int64_t ih = ih0; ih < ih1; ++ih) {
+      float* hrow = hmax + (ih - ih0) * kMaxPoolMaxWidth;
+      if (ih < 0 || ih >= p.h) {
+        for (int64_t x = 0; x < p.ow; x += lanes) hn::Store(hn::Set(d, ninf), d, hrow + x);
+        continue;
+      }
+      // row[x] = src[x - pl], -inf before and after, NaN noted on the way.
+      const float* src = plane + ih * p.w;
+      for (int64_t x = 0; x < p.pl; ++x) row[x] = ninf;
+      int64_t x = 0;
+      for (; x + lanes <= p.w; x += lanes) {
+        const V v = hn::LoadU(d, src + x);
+        nan = hn::Or(nan, hn::IsNaN(v));
+        hn::StoreU(v, d, row + p.pl + x);
+      }
+      for (; x < p.w; ++x) {
+        row[p.pl + x] = src[x];
+        if (std::isnan(src[x])) nan = hn::FirstN(d, 1);
+      }
+      for (x = p.pl + p.w; x < row_len + 2 * lanes + 2; ++x) row[x] = ninf;
+      // Output column ow reads row[2 ow], row[2 ow + 1], row[2 ow + 2].
+      for (int64_t ow = 0; ow < p.ow; ow += lanes) {
+        V e0, o0, e1, o1;
+        hn::LoadInterleaved2(d, row + 2 * ow, e0, o0);
+        hn::LoadInterleaved2(d, row + 2 * ow + 2, e1, o1);
+        hn::Store(MaxFirst(d, e1, MaxFirst(d, o0, e0)), d, hrow + ow);
+      }
+    }
+    if (!hn::AllFalse(d, nan)) {
+      PoolUnits<true, true>(p, size_t(plane_index * p.oh + oh0), size_t(plane_index * p.oh + oh1));
+      continue;
+    }
+    for (int64_t oh = oh0; oh < oh1; ++oh) {
+      const float* h0 = hmax + (2 * oh - p.pt - ih0) * kMaxPoolMaxWidth;
+      float* dst = p.out + (plane_index * p.oh + oh) * p.ow;
+      int64_t ow = 0;
+      for (; ow + lanes <= p.ow; ow += lanes) {
+        const V m = MaxFirst(d, hn::Load(d, h0 + 2 * kMaxPoolMaxWidth + ow),
+                             MaxFirst(d, hn::Load(d, h0 + kMaxPoolMaxWidth + ow), hn::Load(d, h0 + ow)));
+        hn::StoreU(m, d, dst + ow);
+      }
+      if (ow < p.ow) {
+        const V m = MaxFirst(d, hn::Load(d, h0 + 2 * kMaxPoolMaxWidth + ow),
+                             MaxFirst(d, hn::Load(d, h0 + kMaxPoolMaxWidth + ow), hn::Load(d, h0 + ow)));
+        StoreTail(d, m, dst + ow, size_t(p.ow - ow));
+      }
+    }
+  }
+}
+
+bool MaxPool3s2Fits(const PoolPlan& p) { return MaxPool3s2Eligible(p); }
+
 void pool2d_f32_impl(const PoolPlan& p, size_t begin, size_t end) {
   if (p.is_max) {
     if (p.sw == 1) PoolUnits<true, false>(p, begin, end); else PoolUnits<true, true>(p, begin, end);
@@ -231,6 +335,8 @@ HWY_AFTER_NAMESPACE();
 #if HWY_ONCE
 namespace ember::kernels {
 EMBER_HWY_EXPORT(pool2d_f32_impl);
+EMBER_HWY_EXPORT(MaxPool3s2Units);
+EMBER_HWY_EXPORT(MaxPool3s2Fits);
 EMBER_HWY_EXPORT(global_avg_pool2d_f32_impl);
 
 namespace cpu_detail {
@@ -238,6 +344,9 @@ namespace {
 
 void pool_units(const void* plan, size_t begin, size_t end) {
   EMBER_HWY_DISPATCH(pool2d_f32_impl)(*static_cast<const PoolPlan*>(plan), begin, end);
+}
+void max_pool_3s2_units(const void* plan, size_t begin, size_t end) {
+  EMBER_HWY_DISPATCH(MaxPool3s2Units)(*static_cast<const PoolPlan*>(plan), begin, end);
 }
 void global_pool_units(const void* plan, size_t begin, size_t end) {
   EMBER_HWY_DISPATCH(global_avg_pool2d_f32_impl)(*static_cast<const GlobalPoolPlan*>(plan), begin,
@@ -272,8 +381,13 @@ void run_pool(KernelContext& ctx, const OpAttrs& attrs, bool is_max, const Tenso
   p.ow_hi = num >= 0 ? num / p.sw + 1 : 0;
   if (p.ow_hi > p.ow) p.ow_hi = p.ow;
   if (p.ow_lo > p.ow_hi) p.ow_lo = p.ow_hi;
-  run_units(ctx.pool, static_cast<size_t>(p.nc * p.oh), double(out.numel()) * double(p.kh * p.kw),
-            1 << 17, &p, pool_units);
+  const double work = double(out.numel()) * double(p.kh * p.kw);
+  if (EMBER_HWY_DISPATCH(MaxPool3s2Fits)(p)) {
+    const int64_t blocks = (p.oh + kMaxPoolRows - 1) / kMaxPoolRows;
+    run_units(ctx.pool, static_cast<size_t>(p.nc * blocks), work, 1 << 17, &p, max_pool_3s2_units);
+    return;
+  }
+  run_units(ctx.pool, static_cast<size_t>(p.nc * p.oh), work, 1 << 17, &p, pool_units);
 }
 
 }  // namespace

@@ -39,6 +39,12 @@ const PoolCase kPoolCases[] = {
     {"11 wide s1 (9 interior)", 1, 2, 6, 11, {3, 3}, {1, 1}, {1, 1, 1, 1}, {1, 1}, false, true},
     {"6 wide s1 (4 interior)", 1, 2, 5, 6, {3, 3}, {1, 1}, {1, 1, 1, 1}, {1, 1}, false, false},
     {"13 wide s2 (5 interior)", 2, 3, 9, 13, {3, 3}, {2, 2}, {1, 1, 1, 1}, {1, 1}, false, true},
+    // 3x3 / 2 max pool, the separable path (pool.cc): no padding, asymmetric padding, blocks of 8
+    // output rows and a partial one, and an output row over its 128-column buffers (the per-row path).
+    {"3x3 s2 no pad", 1, 3, 19, 23, {3, 3}, {2, 2}, {0, 0, 0, 0}, {1, 1}, false, false},
+    {"3x3 s2 pad (1, 0, 0, 1)", 1, 2, 20, 17, {3, 3}, {2, 2}, {1, 0, 0, 1}, {1, 1}, false, false},
+    {"3x3 s2 pad1, 37 rows out", 1, 2, 74, 30, {3, 3}, {2, 2}, {1, 1, 1, 1}, {1, 1}, true, false},
+    {"3x3 s2 pad1, 150 wide out", 1, 2, 5, 300, {3, 3}, {2, 2}, {1, 1, 1, 1}, {1, 1}, false, false},
 };
 
 using PoolTest = TargetTest;
@@ -75,6 +81,22 @@ TEST_P(PoolTest, MaxPoolPropagatesNaN) {
   x.f()[45] = std::numeric_limits<float>::quiet_NaN();
   x.f()[0] = std::numeric_limits<float>::quiet_NaN();
   CheckTwin(OpCode::MaxPool2d, cpu::max_pool2d, ref::max_pool2d, attrs, {x.view}, kExact);
+}
+
+// The separable 3x3 / 2 max pool sends a block of 8 output rows whose input rows hold a NaN to the
+// exact per-row path; the other blocks of the plane stay separable: NaN where the reference has it.
+TEST_P(PoolTest, MaxPool3s2NaNInOneBlock) {
+  OpAttrs attrs;
+  attrs.kind = AttrKind::Pool2d;
+  attrs.kernel[0] = attrs.kernel[1] = 3;
+  attrs.stride[0] = attrs.stride[1] = 2;
+  for (int i = 0; i < 4; ++i) attrs.padding[i] = 1;
+  Tensor x = Random({1, 2, 56, 56}, 53);
+  x.f()[30 * 56 + 17] = std::numeric_limits<float>::quiet_NaN();            // plane 0, row 30
+  x.f()[56 * 56 + 55 * 56 + 55] = std::numeric_limits<float>::quiet_NaN();  // plane 1, last element
+  const Tensor out = CheckTwin(OpCode::MaxPool2d, cpu::max_pool2d, ref::max_pool2d, attrs, {x.view}, kExact);
+  EXPECT_TRUE(std::isnan(out.f()[15 * 28 + 8]));
+  EXPECT_FALSE(std::isnan(out.f()[0]));
 }
 
 TEST_P(PoolTest, GlobalAverage) {
