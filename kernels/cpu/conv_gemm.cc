@@ -34,6 +34,7 @@
 #include "hwy/cache_control.h"
 #include "kernels/cpu/hwy_util-inl.h"
 #include "kernels/cpu/conv_micro-inl.h"
+#include "kernels/cpu/transpose-inl.h"
 
 #ifndef EMBER_KERNELS_CPU_CONV_GEMM_RUN_
 #define EMBER_KERNELS_CPU_CONV_GEMM_RUN_
@@ -48,6 +49,7 @@ struct ConvRun {
   size_t units, tasks;
   int64_t col_blocks, m_chunks, m_chunk;  // GEMM units: (n, g, m chunk, column block)
   int64_t nc;                             // positions per column block (<= kConvNc)
+  bool dw_lanes;                          // depthwise with channels in lanes (units of kDwLanesGroup)
 };
 
 }  // namespace ember::kernels::cpu_detail
@@ -360,12 +362,164 @@ void ConvDepthwiseUnit(const ConvRun& run, size_t u, float* HWY_RESTRICT buf) {
   if (p.pt | p.pl | p.pb | p.pr) FixNaN(p, n, ch, 1, 0, p.oh * p.ow);
 }
 
+// ---------------------------------------------------------------- depthwise, channels in lanes
+
+#if EMBER_HAS_FEW_TRANSPOSE
+// Channels [c0, c0 + kFewL) of image n (conv_plan.h, conv_dw_lanes): t = the zero-padded input block
+// [Hp][Wp][kFewL], o = the outputs [positions][kFewL].
+void ConvDwLanesGroup(const ConvPlan& p, int64_t n, int64_t c0, float* HWY_RESTRICT t, float* HWY_RESTRICT o) {
+  constexpr int64_t L = kFewL;
+  const int64_t hp = cpu_detail::conv_dw_lanes_hp(p), wp = cpu_detail::conv_dw_lanes_wp(p);
+  const int64_t positions = p.oh * p.ow, taps = p.kh * p.kw;
+  const int64_t live = p.c - c0 < L ? p.c - c0 : L;  // channels of the group that exist
+  const float* in = p.in + (n * p.c + c0) * p.h * p.w_in;
+  std::memset(t, 0, size_t(hp * wp * L) * sizeof(float));
+  // Input rows ih = r - pt, columns iw = x - pl inside both the input and the block.
+  const int64_t r_lo = p.pt, r_hi = p.h + p.pt < hp ? p.h + p.pt : hp;
+  const int64_t iw_hi = wp - p.pl < p.w_in ? wp - p.pl : p.w_in;
+  FewV rows[L], cols[L];
+  for (int64_t r = r_lo; r < r_hi; ++r) {
+    const float* src = in + (r - p.pt) * p.w_in;
+    for (int64_t iw = 0; iw < iw_hi; iw += L) {
+      const int64_t count = iw_hi - iw < L ? iw_hi - iw : L;
+      for (int64_t ch = 0; ch < L; ++ch) {
+        if (ch >= live) {
+          rows[ch] = FewZero();
+        } else if (count == L) {
+          rows[ch] = FewLoad(src + ch * p.h * p.w_in + iw);
+        } else {
+          rows[ch] = FewLoadN(src + ch * p.h * p.w_in + iw, count);
+        }
+      }
+      FewTranspose(rows, cols);
+      for (int64_t j = 0; j < count; ++j) FewStore(t + (r * wp + iw + j + p.pl) * L, cols[j]);
+    }
+  }
+  // The taps' weights per channel, then each output: one FMA chain over the taps in order.
+  FewV wv[cpu_detail::kMaxDepthwiseTaps];
+  int64_t off[cpu_detail::kMaxDepthwiseTaps];
+  if (taps <= L) {  // channel ch's taps are a row of w: one transpose
+    for (int64_t ch = 0; ch < L; ++ch) rows[ch] = ch < live ? FewLoadN(p.w + (c0 + ch) * taps, taps) : FewZero();
+    FewTranspose(rows, cols);
+    for (int64_t k = 0; k < taps; ++k) wv[k] = cols[k];
+  } else {
+    for (int64_t k = 0; k < taps; ++k) {
+      HWY_ALIGN float lane[L] = {};
+      for (int64_t ch = 0; ch < live; ++ch) lane[ch] = p.w[(c0 + ch) * taps + k];
+      wv[k] = FewLoad(lane);
+    }
+  }
+  for (int64_t k = 0; k < taps; ++k) off[k] = ((k / p.kw) * p.dh * wp + (k % p.kw) * p.dw) * L;
+  FewV bias = FewZero(), lo = FewSet(p.out_min), hi = FewSet(p.out_max);
+  if (p.bias != nullptr) {
+    HWY_ALIGN float lane[L] = {};
+    for (int64_t ch = 0; ch < live; ++ch) lane[ch] = p.bias[c0 + ch];
+    bias = FewLoad(lane);
+  }
+  // Positions in groups of 4 (independent FMA chains: one chain per position waited on its 4-cycle
+  // FMA latency at every tap); 3x3 taps unrolled.
+  const int64_t step = p.sw * L;
+  auto finish = [&](FewV acc, int64_t q) {
+    if (p.bias != nullptr) acc = FewAdd(acc, bias);
+    if (p.clamp) acc = FewClampKeepNaN(acc, lo, hi);
+    FewStore(o + q * L, acc);
+  };
+  for (int64_t oh = 0; oh < p.oh; ++oh) {
+    const float* row = t + oh * p.sh * wp * L;
+    int64_t ow = 0;
+    for (; ow + 4 <= p.ow; ow += 4) {
+      const float* base = row + ow * step;
+      FewV a0 = FewZero(), a1 = FewZero(), a2 = FewZero(), a3 = FewZero();
+      auto tap = [&](int64_t k) {
+        const float* b = base + off[k];
+        a0 = FewFma(FewLoad(b), wv[k], a0);
+        a1 = FewFma(FewLoad(b + step), wv[k], a1);
+        a2 = FewFma(FewLoad(b + 2 * step), wv[k], a2);
+        a3 = FewFma(FewLoad(b + 3 * step), wv[k], a3);
+      };
+      if (taps == 9) {
+#pragma GCC unroll 9
+        for (int64_t k = 0; k < 9; ++k) tap(k);
+      } else {
+        for (int64_t k = 0; k < taps; ++k) tap(k);
+      }
+      const int64_t q = oh * p.ow + ow;
+      finish(a0, q);
+      finish(a1, q + 1);
+      finish(a2, q + 2);
+      finish(a3, q + 3);
+    }
+    if (ow < p.ow && p.ow >= 4) {  // the last 4, again: the same chains give the same bits
+      ow = p.ow - 4;
+      const float* base = row + ow * step;
+      FewV a0 = FewZero(), a1 = FewZero(), a2 = FewZero(), a3 = FewZero();
+      for (int64_t k = 0; k < taps; ++k) {
+        const float* b = base + off[k];
+        a0 = FewFma(FewLoad(b), wv[k], a0);
+        a1 = FewFma(FewLoad(b + step), wv[k], a1);
+        a2 = FewFma(FewLoad(b + 2 * step), wv[k], a2);
+        a3 = FewFma(FewLoad(b + 3 * step), wv[k], a3);
+      }
+      const int64_t q = oh * p.ow + ow;
+      finish(a0, q);
+      finish(a1, q + 1);
+      finish(a2, q + 2);
+      finish(a3, q + 3);
+      ow = p.ow;
+    }
+    for (; ow < p.ow; ++ow) {
+      const float* base = row + ow * step;
+      FewV acc = FewZero();
+      for (int64_t k = 0; k < taps; ++k) acc = FewFma(FewLoad(base + off[k]), wv[k], acc);
+      finish(acc, oh * p.ow + ow);
+    }
+  }
+  // Back to planes: blocks of L positions x L channels.
+  float* out = p.out + (n * p.c + c0) * positions;
+  for (int64_t q = 0; q < positions; q += L) {
+    const int64_t count = positions - q < L ? positions - q : L;
+    for (int64_t j = 0; j < L; ++j) rows[j] = j < count ? FewLoad(o + (q + j) * L) : FewZero();
+    FewTranspose(rows, cols);
+    for (int64_t ch = 0; ch < live; ++ch) {
+      if (count == L) {
+        FewStore(out + ch * positions + q, cols[ch]);
+      } else {
+        FewStoreN(out + ch * positions + q, cols[ch], count);
+      }
+    }
+  }
+  if (p.pt | p.pl | p.pb | p.pr) FixNaN(p, n, c0, live, 0, positions);
+}
+#endif
+
+// Unit u: image u / groups, channels [(u % groups) kDwLanesGroup, + kDwLanesGroup).
+void ConvDwLanesUnit(const ConvRun& run, size_t u, float* HWY_RESTRICT buf) {
+#if EMBER_HAS_FEW_TRANSPOSE
+  const ConvPlan& p = run.p;
+  const int64_t groups = (p.c + cpu_detail::kDwLanesGroup - 1) / cpu_detail::kDwLanesGroup;
+  const int64_t n = int64_t(u) / groups, g = int64_t(u) % groups;
+  float* t = buf;
+  float* o = buf + cpu_detail::conv_round_up(cpu_detail::conv_dw_lanes_hp(p) * cpu_detail::conv_dw_lanes_wp(p), 4) *
+                       cpu_detail::kDwLanesGroup;
+  for (int64_t c0 = g * cpu_detail::kDwLanesGroup; c0 < (g + 1) * cpu_detail::kDwLanesGroup && c0 < p.c;
+       c0 += kFewL) {
+    ConvDwLanesGroup(p, n, c0, t, o);
+  }
+#else
+  (void)run, (void)u, (void)buf;
+#endif
+}
+
+bool ConvDwLanesAvailable() { return EMBER_HAS_FEW_TRANSPOSE != 0; }
+
 void ConvPackedTask(const ConvRun& run, size_t t) {
   float* buf = reinterpret_cast<float*>(run.base + t * run.slot);
   const size_t begin = run.units * t / run.tasks, end = run.units * (t + 1) / run.tasks;
   for (size_t u = begin; u < end; ++u) {
     if (run.p.path == cpu_detail::ConvPath::Gemm) {
       ConvGemmUnit(run, u, buf);
+    } else if (run.dw_lanes) {
+      ConvDwLanesUnit(run, u, buf);
 
     } else {
       ConvDepthwiseUnit(run, u, buf);
@@ -379,6 +533,7 @@ HWY_AFTER_NAMESPACE();
 #if HWY_ONCE
 namespace ember::kernels {
 EMBER_HWY_EXPORT(ConvPackedTask);
+EMBER_HWY_EXPORT(ConvDwLanesAvailable);
 
 namespace cpu_detail {
 namespace {
@@ -442,7 +597,8 @@ bool conv2d_packed(KernelContext& ctx, const ConvPlan& p) {
     run.m_chunks = (p.opg + run.m_chunk - 1) / run.m_chunk;
     run.units = size_t(base_units * run.m_chunks);
   } else {
-    run.units = size_t(p.n * p.c);
+    run.dw_lanes = conv_dw_lanes(p) && EMBER_HWY_DISPATCH(ConvDwLanesAvailable)();
+    run.units = run.dw_lanes ? size_t(p.n * ((p.c + kDwLanesGroup - 1) / kDwLanesGroup)) : size_t(p.n * p.c);
   }
   run.tasks = threads < run.units ? threads : run.units;
   parallel_for(ctx.pool, run.tasks, conv_packed_task, &run);

@@ -169,6 +169,25 @@ inline int64_t conv_wino_shared_floats(const ConvPlan& p) {
   return a * a * conv_wino_u_stride(p);
 }
 
+// Depthwise on small maps with the channels in the vector lanes (conv_gemm.cc, ConvDwLanesUnit): per
+// task unit of kDwLanesGroup channels, the input planes are transposed into a zero-padded
+// [Hp][Wp][channels] block, each output position is one vector of channels (taps in order: the
+// planar path's FMA chain, the same bits), and the [positions][channels] results are transposed back.
+// The planar path spends most of a 7x7 or 14x14 plane on its copies; this path needs AVX-512 or AVX2
+// (in-register transposes) and otherwise the planar one runs, in the same slot (sized for both).
+constexpr int64_t kDwLanesGroup = 16;
+constexpr int64_t kDwLanesMaxPositions = 1024;  // 56x56: the planar path was faster (0.17 vs 0.19 ms)
+inline int64_t conv_dw_lanes_hp(const ConvPlan& p) { return (p.oh - 1) * p.sh + (p.kh - 1) * p.dh + 1; }
+inline int64_t conv_dw_lanes_wp(const ConvPlan& p) { return (p.ow - 1) * p.sw + (p.kw - 1) * p.dw + 1; }
+inline bool conv_dw_lanes(const ConvPlan& p) {
+  return p.path == ConvPath::Depthwise && p.oh * p.ow <= kDwLanesMaxPositions && p.c >= 8 &&
+         conv_path_override() != 0;
+}
+inline int64_t conv_dw_lanes_floats(const ConvPlan& p) {
+  return conv_round_up(conv_dw_lanes_hp(p) * conv_dw_lanes_wp(p), 4) * kDwLanesGroup +
+         conv_round_up(p.oh * p.ow, 16) * kDwLanesGroup;
+}
+
 // Scratch bytes one task uses (a multiple of kConvAlign); 0 for the direct path.
 inline size_t conv_slot_bytes(const ConvPlan& p) {
   int64_t floats = 0;
@@ -184,6 +203,7 @@ inline size_t conv_slot_bytes(const ConvPlan& p) {
     floats = kc * (cols + kConvLdPad);  // the packed block: kc rows of the block's columns
   } else if (p.path == ConvPath::Depthwise) {
     floats = conv_dw_plane_floats(p) + conv_dw_outq_floats(p);
+    if (conv_dw_lanes(p) && conv_dw_lanes_floats(p) > floats) floats = conv_dw_lanes_floats(p);
   }
   return static_cast<size_t>(conv_round_up(floats * 4, static_cast<int64_t>(kConvAlign)));
 }

@@ -22,6 +22,7 @@
 
 #include "hwy/cache_control.h"
 #include "kernels/cpu/hwy_util-inl.h"
+#include "kernels/cpu/transpose-inl.h"
 
 #ifndef EMBER_KERNELS_CPU_LINEAR_PACKED_RUN_
 #define EMBER_KERNELS_CPU_LINEAR_PACKED_RUN_
@@ -166,71 +167,7 @@ HWY_INLINE void LinearPackedRows(int rows, const float* w, int64_t ldw, int64_t 
 // L and tails of K take the panel micro-kernel or the per-column fallback below.
 constexpr int64_t kFewTokens = 4;
 
-#if HWY_ARCH_X86 && (HWY_TARGET <= HWY_AVX3 || HWY_TARGET == HWY_AVX2)
-#if HWY_TARGET <= HWY_AVX3
-using FewV = __m512;
-constexpr int64_t kFewL = 16;
-HWY_INLINE FewV FewLoad(const float* p) { return _mm512_loadu_ps(p); }
-HWY_INLINE FewV FewSet(float v) { return _mm512_set1_ps(v); }
-HWY_INLINE FewV FewZero() { return _mm512_setzero_ps(); }
-HWY_INLINE FewV FewFma(FewV a, FewV b, FewV c) { return _mm512_fmadd_ps(a, b, c); }
-HWY_INLINE void FewStore(float* p, FewV v) { _mm512_storeu_ps(p, v); }
-HWY_INLINE FewV FewAdd(FewV a, FewV b) { return _mm512_add_ps(a, b); }
-// rows[r] (r < 16) = w[r, k0 .. k0 + 16) -> col[j] lane r = w[r, k0 + j].
-HWY_INLINE void FewTranspose(const FewV* rows, FewV* col) {
-  FewV t[16], q[16];
-#pragma GCC unroll 8
-  for (int i = 0; i < 8; ++i) {
-    t[2 * i] = _mm512_unpacklo_ps(rows[2 * i], rows[2 * i + 1]);
-    t[2 * i + 1] = _mm512_unpackhi_ps(rows[2 * i], rows[2 * i + 1]);
-  }
-  // q[4i + j], 128-bit block b: rows 4i..4i+3 at column 4b + j.
-#pragma GCC unroll 4
-  for (int i = 0; i < 4; ++i) {
-    q[4 * i] = _mm512_shuffle_ps(t[4 * i], t[4 * i + 2], 0x44);
-    q[4 * i + 1] = _mm512_shuffle_ps(t[4 * i], t[4 * i + 2], 0xEE);
-    q[4 * i + 2] = _mm512_shuffle_ps(t[4 * i + 1], t[4 * i + 3], 0x44);
-    q[4 * i + 3] = _mm512_shuffle_ps(t[4 * i + 1], t[4 * i + 3], 0xEE);
-  }
-#pragma GCC unroll 4
-  for (int j = 0; j < 4; ++j) {  // 4 x 4 transpose of 128-bit blocks
-    const FewV s0 = _mm512_shuffle_f32x4(q[j], q[4 + j], 0x44);
-    const FewV s1 = _mm512_shuffle_f32x4(q[j], q[4 + j], 0xEE);
-    const FewV s2 = _mm512_shuffle_f32x4(q[8 + j], q[12 + j], 0x44);
-    const FewV s3 = _mm512_shuffle_f32x4(q[8 + j], q[12 + j], 0xEE);
-    col[j] = _mm512_shuffle_f32x4(s0, s2, 0x88);
-    col[4 + j] = _mm512_shuffle_f32x4(s0, s2, 0xDD);
-    col[8 + j] = _mm512_shuffle_f32x4(s1, s3, 0x88);
-    col[12 + j] = _mm512_shuffle_f32x4(s1, s3, 0xDD);
-  }
-}
-#else
-using FewV = __m256;
-constexpr int64_t kFewL = 8;
-HWY_INLINE FewV FewLoad(const float* p) { return _mm256_loadu_ps(p); }
-HWY_INLINE FewV FewSet(float v) { return _mm256_set1_ps(v); }
-HWY_INLINE FewV FewZero() { return _mm256_setzero_ps(); }
-HWY_INLINE FewV FewFma(FewV a, FewV b, FewV c) { return _mm256_fmadd_ps(a, b, c); }
-HWY_INLINE void FewStore(float* p, FewV v) { _mm256_storeu_ps(p, v); }
-HWY_INLINE FewV FewAdd(FewV a, FewV b) { return _mm256_add_ps(a, b); }
-HWY_INLINE void FewTranspose(const FewV* rows, FewV* col) {
-  FewV t[8], q[8];
-  for (int i = 0; i < 4; ++i) {
-    t[2 * i] = _mm256_unpacklo_ps(rows[2 * i], rows[2 * i + 1]);
-    t[2 * i + 1] = _mm256_unpackhi_ps(rows[2 * i], rows[2 * i + 1]);
-  }
-  for (int i = 0; i < 2; ++i) {
-    q[4 * i] = _mm256_shuffle_ps(t[4 * i], t[4 * i + 2], 0x44);
-    q[4 * i + 1] = _mm256_shuffle_ps(t[4 * i], t[4 * i + 2], 0xEE);
-    q[4 * i + 2] = _mm256_shuffle_ps(t[4 * i + 1], t[4 * i + 3], 0x44);
-    q[4 * i + 3] = _mm256_shuffle_ps(t[4 * i + 1], t[4 * i + 3], 0xEE);
-  }
-  for (int j = 0; j < 4; ++j) {
-    col[j] = _mm256_permute2f128_ps(q[j], q[4 + j], 0x20);
-    col[4 + j] = _mm256_permute2f128_ps(q[j], q[4 + j], 0x31);
-  }
-}
-#endif
+#if EMBER_HAS_FEW_TRANSPOSE
 
 // Rows [n0, n0 + kGroups L) of w against tokens [0, kT) of x (rows ldx apart).
 template <int kGroups, int kT>

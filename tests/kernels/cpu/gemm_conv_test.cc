@@ -659,5 +659,46 @@ TEST_P(Conv2dTest, WinogradScratch) {
   }
 }
 
+// ---------------------------------------------------------------- depthwise, channels in lanes
+
+// Small maps: the channels-in-lanes depthwise (conv_plan.h conv_dw_lanes) gives the planar path's
+// bits (mode 0 turns it off), on 1, 2 and 3 threads, with bias or not and the output clamp: stride 1
+// and 2, 5x5, dilation 2, asymmetric padding, channel counts that leave a partial group (20, 33),
+// batch 2, a map wider than a transpose block (20 columns).
+TEST_P(Conv2dTest, DepthwiseLanesSameBits) {
+  const ConvCase cases[] = {
+      {"7x7, 33 ch", 1, 33, 7, 7, 33, 3, 3, {1, 1}, {1, 1, 1, 1}, {1, 1}, 33},
+      {"14x14 s2 -> 7x7, 20 ch, batch 2", 2, 20, 14, 14, 20, 3, 3, {2, 2}, {1, 1, 1, 1}, {1, 1}, 20},
+      {"5x5 at 9x20", 1, 16, 9, 20, 16, 5, 5, {1, 1}, {2, 2, 2, 2}, {1, 1}, 16},
+      {"dilation 2, asymmetric padding", 1, 8, 11, 13, 8, 3, 3, {1, 1}, {2, 0, 1, 2}, {2, 2}, 8},
+      {"15x15 s2 no padding", 1, 24, 15, 15, 24, 3, 3, {2, 2}, {0, 0, 0, 0}, {1, 1}, 24},
+  };
+  for (const ConvCase& c : cases) {
+    SCOPED_TRACE(c.name);
+    Tensor x = Random({c.n, c.c, c.h, c.w}, 101), w = Random({c.o, 1, c.kh, c.kw}, 102), bias = Random({c.o}, 103);
+    for (bool clamp : {false, true}) {
+      OpAttrs attrs = ConvAttrs(c);
+      if (clamp) attrs.out_min = -0.25f, attrs.out_max = 0.5f;
+      for (const std::vector<TensorView>& in :
+           {std::vector<TensorView>{x.view, w.view, bias.view}, std::vector<TensorView>{x.view, w.view}}) {
+        Tensor planar;
+        {
+          ForcePath none(0);
+          RunConvPacked(attrs, in, 1, &planar);
+        }
+        for (int threads : {1, 2, 3}) {
+          Tensor out;
+          RunConvPacked(attrs, in, threads, &out);
+          EXPECT_TRUE(BytesEqual(out, planar)) << threads << " threads, clamp " << clamp << ", inputs " << in.size();
+        }
+        Tensor expected;
+        Shape(OpCode::Conv2d, attrs, in.data(), in.size(), &expected);
+        RunKernel(ref::conv2d, attrs, in.data(), in.size(), &expected);
+        EXPECT_TRUE(AllClose(planar, expected, GemmTolerance(c.kh * c.kw)));
+      }
+    }
+  }
+}
+
 }  // namespace
 }  // namespace ember::kernels::cpu_test
