@@ -51,6 +51,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <type_traits>
 
 #include "kernels/cpu/hwy_util-inl.h"
 
@@ -423,7 +424,34 @@ HWY_INLINE void Nvfp4Plane(const hn::Vec<DU>* v, const VF* s, int64_t e, Accum<k
 // scales are applied at the flush (else to every weight: non-finite scales).
 template <bool kFolded, int kRows, int kCols>
 HWY_INLINE void Nvfp4Group(hn::Vec<DU>* v, const VF* s, int64_t e, Accum<kRows, kCols>& a) {
+#if EMBER_QL_E2M1_SHUFFLE
+  // All 8 planes at once (E2m1Planes), then the same steps as Nvfp4Plane's: plane n on chain n % 4,
+  // planes 0..3 first.
+  const int64_t lanes = static_cast<int64_t>(hn::Lanes(DF()));
+  VF planes[kCols][8];
+  for (int q = 0; q < kCols; ++q) {
+    E2m1Planes(v[q], planes[q]);
+    if constexpr (!kFolded) {
+      for (int n = 0; n < 8; ++n) planes[q][n] = hn::Mul(planes[q][n], s[q]);
+    }
+  }
+  auto step = [&](auto plane) {
+    constexpr int kPlane = decltype(plane)::value;
+    VF w[kCols];
+    for (int q = 0; q < kCols; ++q) w[q] = planes[q][kPlane];
+    a.template Step<(kPlane < 4), kPlane % 4>(e + kPlane * lanes, w);
+  };
+  step(std::integral_constant<int, 0>());
+  step(std::integral_constant<int, 1>());
+  step(std::integral_constant<int, 2>());
+  step(std::integral_constant<int, 3>());
+  step(std::integral_constant<int, 4>());
+  step(std::integral_constant<int, 5>());
+  step(std::integral_constant<int, 6>());
+  step(std::integral_constant<int, 7>());
+#else
   Nvfp4Plane<0, kFolded>(v, s, e, a);
+#endif
   if constexpr (kFolded) {
     a.Flush4(s);
   } else {
@@ -512,6 +540,8 @@ HWY_INLINE void Nvfp4ChunkBody(const uint8_t* const* rows, int64_t c0, int64_t c
         if (HWY_LIKELY(group == 128 && (e / 2) % 64 == 0)) {  // AVX-512, aligned rows: two lines
           PrefetchNext<kCols>(next, row_bytes, e / 2);
           PrefetchNext<kCols>(next, row_bytes, e / 2 + 64);
+        } else if (group == 64) {  // AVX2: exactly one line starts in the pair's 64 bytes
+          PrefetchNext<kCols>(next, row_bytes, (e / 2 + 63) / 64 * 64);
         } else {
           for (int64_t b = (e / 2 + 63) / 64 * 64; b < e / 2 + group; b += 64) {
             PrefetchNext<kCols>(next, row_bytes, b);
