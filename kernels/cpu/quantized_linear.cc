@@ -425,30 +425,39 @@ HWY_INLINE void Nvfp4Plane(const hn::Vec<DU>* v, const VF* s, int64_t e, Accum<k
 template <bool kFolded, int kRows, int kCols>
 HWY_INLINE void Nvfp4Group(hn::Vec<DU>* v, const VF* s, int64_t e, Accum<kRows, kCols>& a) {
 #if EMBER_QL_E2M1_SHUFFLE
-  // All 8 planes at once (E2m1Planes), then the same steps as Nvfp4Plane's: plane n on chain n % 4,
-  // planes 0..3 first.
-  const int64_t lanes = static_cast<int64_t>(hn::Lanes(DF()));
-  VF planes[kCols][8];
-  for (int q = 0; q < kCols; ++q) {
-    E2m1Planes(v[q], planes[q]);
-    if constexpr (!kFolded) {
-      for (int n = 0; n < 8; ++n) planes[q][n] = hn::Mul(planes[q][n], s[q]);
+  // All 8 planes (E2m1Indices, E2m1Four), then the same steps as Nvfp4Plane's: plane n on chain
+  // n % 4, planes 0..3 first. More rows of x than kE2m1ShuffleMaxRows take Nvfp4Plane: on x86
+  // below AVX-512 the shuffles' five constants next to the 24 accumulators of 4 rows made m = 32
+  // 3-5 % slower (AVX2, in cache, 1 thread: 61.4-63.3 against 64.3-66.1 GFLOP/s).
+  if constexpr (kRows > kE2m1ShuffleMaxRows) {
+    Nvfp4Plane<0, kFolded>(v, s, e, a);
+  } else {
+    const int64_t lanes = static_cast<int64_t>(hn::Lanes(DF()));
+    VF planes[kCols][8];
+    for (int q = 0; q < kCols; ++q) {
+      hn::Vec<D8> idx[2];
+      E2m1Indices(v[q], idx);
+      E2m1Four(idx[0], planes[q]);
+      E2m1Four(idx[1], planes[q] + 4);
+      if constexpr (!kFolded) {
+        for (int n = 0; n < 8; ++n) planes[q][n] = hn::Mul(planes[q][n], s[q]);
+      }
     }
+    auto step = [&](auto plane) {
+      constexpr int kPlane = decltype(plane)::value;
+      VF w[kCols];
+      for (int q = 0; q < kCols; ++q) w[q] = planes[q][kPlane];
+      a.template Step<(kPlane < 4), kPlane % 4>(e + kPlane * lanes, w);
+    };
+    step(std::integral_constant<int, 0>());
+    step(std::integral_constant<int, 1>());
+    step(std::integral_constant<int, 2>());
+    step(std::integral_constant<int, 3>());
+    step(std::integral_constant<int, 4>());
+    step(std::integral_constant<int, 5>());
+    step(std::integral_constant<int, 6>());
+    step(std::integral_constant<int, 7>());
   }
-  auto step = [&](auto plane) {
-    constexpr int kPlane = decltype(plane)::value;
-    VF w[kCols];
-    for (int q = 0; q < kCols; ++q) w[q] = planes[q][kPlane];
-    a.template Step<(kPlane < 4), kPlane % 4>(e + kPlane * lanes, w);
-  };
-  step(std::integral_constant<int, 0>());
-  step(std::integral_constant<int, 1>());
-  step(std::integral_constant<int, 2>());
-  step(std::integral_constant<int, 3>());
-  step(std::integral_constant<int, 4>());
-  step(std::integral_constant<int, 5>());
-  step(std::integral_constant<int, 6>());
-  step(std::integral_constant<int, 7>());
 #else
   Nvfp4Plane<0, kFolded>(v, s, e, a);
 #endif
