@@ -20,7 +20,8 @@
 // decode give a row the same bits. bf16 puts even and odd elements on two chains (p, p2).
 // "raw" is the code's value times a power of two, exact: e4m3 through a bit trick (sign << 31 |
 // magnitude << 20 read as an f32 is value · 2^-120, e4m3 subnormals landing on f32 subnormals),
-// e2m1 through a 16-entry table (vpermps / vpermw on AVX-512; a gather elsewhere), bf16 by a shift. The
+// e2m1 through a 16-entry table (vpermps / vpermw on AVX-512; byte shuffles below it and on NEON,
+// see E2m1Indices; a gather elsewhere), bf16 by a shift. The
 // block scale is applied once per block instead of once per element, which is what makes the
 // GEMV cheap enough to run at memory speed; its rounding differs from "dequantize, then f32" by
 // f32 dot-product error (tests: relative L2 <= 1e-5 against the reference).
@@ -31,8 +32,10 @@
 //   (n = 0..7) is nibble n of every lane, so lane l of plane n is element 8l + n; lane l covers
 //   elements 8l .. 8l + 7, i.e. half a 16-element block, and one flush per group scales each lane
 //   pair by its block's scale. On AVX-512, per 32 elements: one shift (v >> 4n), a vpermps (plane
-//   n, bits 0..3), a zero-masked vpermw (plane n + 4, bits 16..19) and two FMAs; elsewhere per 16
-//   elements a shift, a table lookup and an FMA.
+//   n, bits 0..3), a zero-masked vpermw (plane n + 4, bits 16..19) and two FMAs; with byte
+//   shuffles (AVX2 / SSE4 / SSSE3 single rows, NEON, EMU128) all 8 planes of a group at once
+//   (E2m1Indices, E2m1Four), then the same FMAs; elsewhere per plane (L elements) a shift, a
+//   table lookup and an FMA.
 // - bf16: a group of 2L elements is one L-lane u32 load; the even elements are lane << 16, the odd
 //   ones lane & 0xFFFF0000.
 //

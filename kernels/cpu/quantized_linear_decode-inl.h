@@ -105,10 +105,12 @@ HWY_INLINE VF E2m1High(hn::Vec<DU> v) {
 }
 #endif
 
-// Whether an NVFP4 group is decoded by E2m1Planes (byte shuffles within 128-bit blocks) instead of
-// plane by plane with E2m1Low: x86 below AVX-512 (SSSE3 .. AVX2; AVX-512's vpermps + vpermw take
-// fewer operations), NEON and EMU128 (whose gathers are scalar loops). Scalable targets keep the
-// gather: their TableLookupBytes / Interleave* blocks are not checked here.
+// Whether an NVFP4 group may be decoded by E2m1Indices / E2m1Four (byte shuffles within 128-bit
+// blocks) instead of plane by plane with E2m1Low: x86 below AVX-512 (SSSE3 .. AVX2; AVX-512's
+// vpermps + vpermw take fewer operations), NEON and EMU128 (whose gathers are scalar loops).
+// Scalable targets keep the gather: their TableLookupBytes / Interleave* blocks are not checked
+// here. Only SSSE3, SSE4 and AVX2 run in the x86 tests (NEON: not compiled here; EMU128: compiled
+// with clang-14, GCC 12 being too old for Highway's EMU128, and checked by hand, see the commit).
 #undef EMBER_QL_E2M1_SHUFFLE
 #if (HWY_ARCH_X86 && HWY_TARGET > HWY_AVX3 && HWY_TARGET != HWY_SCALAR) || HWY_TARGET == HWY_NEON || \
     HWY_TARGET == HWY_EMU128
