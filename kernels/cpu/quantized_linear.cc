@@ -497,11 +497,26 @@ HWY_INLINE VF Nvfp4GroupScales(const uint8_t* p, VF g, Idx dup) {
 template <class Idx>
 HWY_INLINE void Nvfp4PairScales(const uint8_t* p, VF g, Idx dup0, Idx dup1, VF& s0, VF& s1) {
   const DF d;
+#if HWY_TARGET == HWY_AVX2
+  // Codes in the order c0 c1 c4 c5 | c2 c3 c6 c7 (one word shuffle), so that the in-block unpacks
+  // spread them: two vpunpck*dq instead of two vpermps, which share the FMAs' two pipes on Zen 5.
+  (void)dup0;
+  (void)dup1;
+  const __m128i order = _mm_shufflelo_epi16(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)),
+                                            _MM_SHUFFLE(3, 1, 2, 0));
+  const hn::Vec<DU> codes{_mm256_cvtepu8_epi32(order)};
+#else
   const auto codes = hn::PromoteTo(DU(), hn::LoadU(hn::Rebind<uint8_t, DU>(), p));
+#endif
   const VF raw = hn::BitCast(d, hn::ShiftLeft<20>(codes));
   const VF values = hn::Mul(g, hn::Mul(raw, hn::Set(d, 0x1p120f)));
+#if HWY_TARGET == HWY_AVX2
+  s0 = hn::InterleaveLower(d, values, values);
+  s1 = hn::InterleaveUpper(d, values, values);
+#else
   s0 = hn::TableLookupLanes(values, dup0);
   s1 = hn::TableLookupLanes(values, dup1);
+#endif
 }
 #endif
 
