@@ -20,7 +20,8 @@
 // decode give a row the same bits. bf16 puts even and odd elements on two chains (p, p2).
 // "raw" is the code's value times a power of two, exact: e4m3 through a bit trick (sign << 31 |
 // magnitude << 20 read as an f32 is value · 2^-120, e4m3 subnormals landing on f32 subnormals),
-// e2m1 through a 16-entry table (vpermps / vpermw on AVX-512; a gather elsewhere), bf16 by a shift. The
+// e2m1 through a 16-entry table (vpermps / vpermw on AVX-512; byte shuffles below it and on NEON,
+// see E2m1Indices; a gather elsewhere), bf16 by a shift. The
 // block scale is applied once per block instead of once per element, which is what makes the
 // GEMV cheap enough to run at memory speed; its rounding differs from "dequantize, then f32" by
 // f32 dot-product error (tests: relative L2 <= 1e-5 against the reference).
@@ -31,8 +32,10 @@
 //   (n = 0..7) is nibble n of every lane, so lane l of plane n is element 8l + n; lane l covers
 //   elements 8l .. 8l + 7, i.e. half a 16-element block, and one flush per group scales each lane
 //   pair by its block's scale. On AVX-512, per 32 elements: one shift (v >> 4n), a vpermps (plane
-//   n, bits 0..3), a zero-masked vpermw (plane n + 4, bits 16..19) and two FMAs; elsewhere per 16
-//   elements a shift, a table lookup and an FMA.
+//   n, bits 0..3), a zero-masked vpermw (plane n + 4, bits 16..19) and two FMAs; with byte
+//   shuffles (AVX2 / SSE4 / SSSE3 single rows, NEON, EMU128) all 8 planes of a group at once
+//   (E2m1Indices, E2m1Four), then the same FMAs; elsewhere per plane (L elements) a shift, a
+//   table lookup and an FMA.
 // - bf16: a group of 2L elements is one L-lane u32 load; the even elements are lane << 16, the odd
 //   ones lane & 0xFFFF0000.
 //
@@ -51,6 +54,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <type_traits>
 
 #include "kernels/cpu/hwy_util-inl.h"
 
@@ -423,7 +427,43 @@ HWY_INLINE void Nvfp4Plane(const hn::Vec<DU>* v, const VF* s, int64_t e, Accum<k
 // scales are applied at the flush (else to every weight: non-finite scales).
 template <bool kFolded, int kRows, int kCols>
 HWY_INLINE void Nvfp4Group(hn::Vec<DU>* v, const VF* s, int64_t e, Accum<kRows, kCols>& a) {
+#if EMBER_QL_E2M1_SHUFFLE
+  // All 8 planes (E2m1Indices, E2m1Four), then the same steps as Nvfp4Plane's: plane n on chain
+  // n % 4, planes 0..3 first. More rows of x than kE2m1ShuffleMaxRows take Nvfp4Plane: on x86
+  // below AVX-512 the shuffles' five constants next to the 24 accumulators of 4 rows made m = 32
+  // 3-5 % slower (AVX2, in cache, 1 thread: 61.4-63.3 against 64.3-66.1 GFLOP/s).
+  if constexpr (kRows > kE2m1ShuffleMaxRows) {
+    Nvfp4Plane<0, kFolded>(v, s, e, a);
+  } else {
+    const int64_t lanes = static_cast<int64_t>(hn::Lanes(DF()));
+    VF planes[kCols][8];
+    for (int q = 0; q < kCols; ++q) {
+      hn::Vec<D8> idx[2];
+      E2m1Indices(v[q], idx);
+      E2m1Four(idx[0], planes[q]);
+      E2m1Four(idx[1], planes[q] + 4);
+      if constexpr (!kFolded) {
+        for (int n = 0; n < 8; ++n) planes[q][n] = hn::Mul(planes[q][n], s[q]);
+      }
+    }
+    auto step = [&](auto plane) {
+      constexpr int kPlane = decltype(plane)::value;
+      VF w[kCols];
+      for (int q = 0; q < kCols; ++q) w[q] = planes[q][kPlane];
+      a.template Step<(kPlane < 4), kPlane % 4>(e + kPlane * lanes, w);
+    };
+    step(std::integral_constant<int, 0>());
+    step(std::integral_constant<int, 1>());
+    step(std::integral_constant<int, 2>());
+    step(std::integral_constant<int, 3>());
+    step(std::integral_constant<int, 4>());
+    step(std::integral_constant<int, 5>());
+    step(std::integral_constant<int, 6>());
+    step(std::integral_constant<int, 7>());
+  }
+#else
   Nvfp4Plane<0, kFolded>(v, s, e, a);
+#endif
   if constexpr (kFolded) {
     a.Flush4(s);
   } else {
@@ -457,11 +497,26 @@ HWY_INLINE VF Nvfp4GroupScales(const uint8_t* p, VF g, Idx dup) {
 template <class Idx>
 HWY_INLINE void Nvfp4PairScales(const uint8_t* p, VF g, Idx dup0, Idx dup1, VF& s0, VF& s1) {
   const DF d;
+#if HWY_TARGET == HWY_AVX2
+  // Codes in the order c0 c1 c4 c5 | c2 c3 c6 c7 (one word shuffle), so that the in-block unpacks
+  // spread them: two vpunpck*dq instead of two vpermps, which share the FMAs' two pipes on Zen 5.
+  (void)dup0;
+  (void)dup1;
+  const __m128i order = _mm_shufflelo_epi16(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)),
+                                            _MM_SHUFFLE(3, 1, 2, 0));
+  const hn::Vec<DU> codes{_mm256_cvtepu8_epi32(order)};
+#else
   const auto codes = hn::PromoteTo(DU(), hn::LoadU(hn::Rebind<uint8_t, DU>(), p));
+#endif
   const VF raw = hn::BitCast(d, hn::ShiftLeft<20>(codes));
   const VF values = hn::Mul(g, hn::Mul(raw, hn::Set(d, 0x1p120f)));
+#if HWY_TARGET == HWY_AVX2
+  s0 = hn::InterleaveLower(d, values, values);
+  s1 = hn::InterleaveUpper(d, values, values);
+#else
   s0 = hn::TableLookupLanes(values, dup0);
   s1 = hn::TableLookupLanes(values, dup1);
+#endif
 }
 #endif
 
@@ -512,6 +567,8 @@ HWY_INLINE void Nvfp4ChunkBody(const uint8_t* const* rows, int64_t c0, int64_t c
         if (HWY_LIKELY(group == 128 && (e / 2) % 64 == 0)) {  // AVX-512, aligned rows: two lines
           PrefetchNext<kCols>(next, row_bytes, e / 2);
           PrefetchNext<kCols>(next, row_bytes, e / 2 + 64);
+        } else if (group == 64) {  // AVX2: exactly one line starts in the pair's 64 bytes
+          PrefetchNext<kCols>(next, row_bytes, (e / 2 + 63) / 64 * 64);
         } else {
           for (int64_t b = (e / 2 + 63) / 64 * 64; b < e / 2 + group; b += 64) {
             PrefetchNext<kCols>(next, row_bytes, b);

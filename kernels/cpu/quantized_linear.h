@@ -9,8 +9,10 @@
 // order, and for e4m3 formats scaled by a power of two so the raw-code products stay normal).
 // - FP8 codes are decoded with a bit trick (f32 bits sign << 31 | magnitude << 20 read as
 //   value · 2^-120), E2M1 through a 16-entry table (on AVX-512 vpermps for nibbles in bits 0..3
-//   of a lane and a zero-masked vpermw of bf16 bits for bits 16..19; a gather elsewhere), bf16
-//   by shifts; the SCALAR target uses a 256-entry f32 table for e4m3.
+//   of a lane and a zero-masked vpermw of bf16 bits for bits 16..19; on AVX2 / SSE4 / SSSE3 /
+//   NEON / EMU128 byte shuffles of whole groups (single rows of x; x86 row groups vpermps on the
+//   magnitudes); a gather elsewhere), bf16 by shifts; the SCALAR target uses a 256-entry f32
+//   table for e4m3.
 // - m <= kQuantGemvMaxRows: GEMV, each weight byte read from memory once per call.
 // - m > kQuantGemvMaxRows: the same micro-kernel over groups of 4 rows of x per unit of 16 weight
 //   rows; the unit's weights are decoded once per group, from cache after the first.

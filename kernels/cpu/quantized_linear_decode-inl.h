@@ -105,6 +105,73 @@ HWY_INLINE VF E2m1High(hn::Vec<DU> v) {
 }
 #endif
 
+// Whether an NVFP4 group may be decoded by E2m1Indices / E2m1Four (byte shuffles within 128-bit
+// blocks) instead of plane by plane with E2m1Low: x86 below AVX-512 (SSSE3 .. AVX2; AVX-512's
+// vpermps + vpermw take fewer operations), NEON and EMU128 (whose gathers are scalar loops).
+// Scalable targets keep the gather: their TableLookupBytes / Interleave* blocks are not checked
+// here. Only SSSE3, SSE4 and AVX2 run in the x86 tests (NEON: not compiled here; EMU128: compiled
+// with clang-14, GCC 12 being too old for Highway's EMU128, and checked by hand, see the commit).
+#undef EMBER_QL_E2M1_SHUFFLE
+#if (HWY_ARCH_X86 && HWY_TARGET > HWY_AVX3 && HWY_TARGET != HWY_SCALAR) || HWY_TARGET == HWY_NEON || \
+    HWY_TARGET == HWY_EMU128
+#define EMBER_QL_E2M1_SHUFFLE 1
+#else
+#define EMBER_QL_E2M1_SHUFFLE 0
+#endif
+
+#if EMBER_QL_E2M1_SHUFFLE
+using D8 = hn::Repartition<uint8_t, DF>;
+
+// Walkers over more rows of x than this decode plane by plane (E2m1Low): see Nvfp4Group.
+constexpr int kE2m1ShuffleMaxRows = HWY_ARCH_X86 ? 1 : 8;
+
+// The 8 planes of an NVFP4 group v, in two halves: plane n, lane l = the e2m1 value of nibble n of
+// lane l of v, the same values as E2m1Low(v >> 4n). Per 128-bit block (4 lanes, 16 bytes, 32
+// nibbles), with byte shuffles from two 16-entry tables (the high and the next byte of each
+// value's f32 bits; the low 16 bits are zero: e2m1 values have 2 significant bits):
+//   t      = the block's bytes transposed, t[4j + l] = byte j of lane l (nibbles 2j, 2j + 1);
+//   idx[h] = (t & 15, t >> 4) interleaved, bytes 8h .. 8h + 7 of t: the nibbles of bytes 2h and
+//            2h + 1 of lanes 0..3, low then high (E2m1Indices);
+//   two lookups of idx[h] (next byte, high byte) interleaved into u16 pairs: the u32 lane l holds
+//   the values of nibbles 2j and 2j + 1 of lane l as bf16, so plane 2j is the lane << 16 and
+//   plane 2j + 1 the lane & 0xFFFF0000, as the bf16 walker splits them (E2m1Four: planes 4h ..
+//   4h + 3).
+// Per 64 weights on AVX2: 22 operations (5 of them vpshufb), against 40 for E2m1Low's shift,
+// vpermps and sign bit (8 vpermps).
+HWY_INLINE void E2m1Indices(hn::Vec<DU> v, hn::Vec<D8>* idx) {
+  const D8 d8;
+  const hn::Repartition<uint16_t, DF> d16;
+  alignas(16) static constexpr uint8_t kTranspose[16] = {0, 4, 8, 12, 1, 5, 9, 13,
+                                                         2, 6, 10, 14, 3, 7, 11, 15};
+  const auto t = hn::TableLookupBytes(hn::BitCast(d8, v), hn::LoadDup128(d8, kTranspose));
+  const auto nibble = hn::Set(d8, uint8_t{0x0F});
+  const auto lo = hn::And(t, nibble);
+  const auto hi = hn::And(hn::BitCast(d8, hn::ShiftRight<4>(hn::BitCast(d16, t))), nibble);
+  idx[0] = hn::InterleaveLower(d8, lo, hi);
+  idx[1] = hn::InterleaveUpper(d8, lo, hi);
+}
+
+HWY_INLINE void E2m1Four(hn::Vec<D8> idx, VF* w) {
+  const DF d;
+  const DU du;
+  const D8 d8;
+  // Bits 31..24 and 23..16 of 0, 0.5, 1, 1.5, 2, 3, 4, 6, -0, -0.5, ..., -6.
+  alignas(16) static constexpr uint8_t kHigh[16] = {0x00, 0x3F, 0x3F, 0x3F, 0x40, 0x40, 0x40, 0x40,
+                                                    0x80, 0xBF, 0xBF, 0xBF, 0xC0, 0xC0, 0xC0, 0xC0};
+  alignas(16) static constexpr uint8_t kNext[16] = {0x00, 0x00, 0x80, 0xC0, 0x00, 0x40, 0x80, 0xC0,
+                                                    0x00, 0x00, 0x80, 0xC0, 0x00, 0x40, 0x80, 0xC0};
+  const auto h = hn::TableLookupBytes(hn::LoadDup128(d8, kHigh), idx);
+  const auto b = hn::TableLookupBytes(hn::LoadDup128(d8, kNext), idx);
+  const auto p01 = hn::BitCast(du, hn::InterleaveLower(d8, b, h));
+  const auto p23 = hn::BitCast(du, hn::InterleaveUpper(d8, b, h));
+  const auto top = hn::Set(du, 0xFFFF0000u);
+  w[0] = hn::BitCast(d, hn::ShiftLeft<16>(p01));
+  w[1] = hn::BitCast(d, hn::And(p01, top));
+  w[2] = hn::BitCast(d, hn::ShiftLeft<16>(p23));
+  w[3] = hn::BitCast(d, hn::And(p23, top));
+}
+#endif
+
 // ---------------------------------------------------------------- scales
 
 constexpr int64_t kMaxChunkBlocks = 130;

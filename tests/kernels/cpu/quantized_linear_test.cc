@@ -438,6 +438,49 @@ TEST_P(QuantLinearTest, ScalesThatDoNotFold) {
   }
 }
 
+// The e2m1 decoders (vpermps / vpermw on AVX-512, byte shuffles from two 16-entry tables on AVX2,
+// SSE4, SSSE3 and NEON, a gather elsewhere) give every code at every nibble position its exact
+// value: with x = the identity, y[p, j] is the one product w[j, p] · (g · ue4m3), rounded once as
+// the reference's dequantization rounds it. Row j holds code (j + p) mod 16 at element p, so
+// every position of a group (lane, plane, low / high nibble) sees all 16 codes. k = 256: whole
+// groups (the unit walker); 336: a partial last group on every target. m = k: the GEMM path; a few
+// single rows: the GEMV path.
+TEST_P(QuantLinearTest, Nvfp4OneHotRowsGiveTheDequantizedWeights) {
+  const int64_t n = 19;
+  for (int64_t k : {256, 336}) {
+    QWeight w = MakeWeight(Fmt::Nvfp4, n, k, 1, 16, uint32_t(40 + k));
+    for (int64_t j = 0; j < n; ++j) {
+      for (int64_t p = 0; p < k; p += 2) {
+        const auto code = [&](int64_t e) { return uint8_t((j + e) % 16); };
+        w.data[size_t((j * k + p) / 2)] = uint8_t(code(p) | code(p + 1) << 4);
+      }
+    }
+    for (size_t b = 0; b < w.uscales.size(); ++b) w.uscales[b] = uint8_t(0x30 + b % 0x40);  // valid codes
+    w.g = 0.37f;
+    ASSERT_TRUE(ref::dequantize_nvfp4(w.data.data(), n, k, w.uscales.data(), w.g, w.dequant.data()).is_ok());
+    std::vector<float> x(size_t(k * k), 0.0f);
+    for (int64_t p = 0; p < k; ++p) x[size_t(p * k + p)] = 1.0f;
+    std::vector<float> y(size_t(k * n));
+    ASSERT_TRUE(RunCpu(w, x.data(), k, nullptr, y.data(), 1).is_ok());
+    int64_t mismatches = 0;
+    for (int64_t p = 0; p < k; ++p) {
+      for (int64_t j = 0; j < n; ++j) {
+        const float expected = w.dequant[size_t(j * k + p)];
+        if (y[size_t(p * n + j)] != expected && ++mismatches <= 3) {
+          ADD_FAILURE() << "k=" << k << " element " << p << " of row " << j << " (code " << (j + p) % 16
+                        << "): " << y[size_t(p * n + j)] << " vs " << expected;
+        }
+      }
+    }
+    EXPECT_EQ(mismatches, 0) << "k=" << k;
+    for (int64_t p : {int64_t{0}, int64_t{7}, int64_t{8}, k - 1}) {  // GEMV: one row of x
+      std::vector<float> y1(static_cast<size_t>(n));
+      ASSERT_TRUE(RunCpu(w, x.data() + p * k, 1, nullptr, y1.data(), 1).is_ok());
+      for (int64_t j = 0; j < n; ++j) EXPECT_EQ(y1[size_t(j)], w.dequant[size_t(j * k + p)]) << k << " " << p << " " << j;
+    }
+  }
+}
+
 // x is normalized by a power of two per row for the e4m3 formats: rows of tiny, huge, mixed and
 // subnormal magnitudes, and rows holding Inf or NaN, must still match the reference.
 TEST_P(QuantLinearTest, ExtremeActivations) {
