@@ -50,6 +50,11 @@ struct ConvRun {
   int64_t col_blocks, m_chunks, m_chunk;  // GEMM units: (n, g, m chunk, column block)
   int64_t nc;                             // positions per column block (<= kConvNc)
   bool dw_lanes;                          // depthwise with channels in lanes (units of kDwLanesGroup)
+  // GEMM with chunks of output channels: B of every (image, group, column block) packed once into
+  // shared_b (conv_gemm_split), rows shared_ld apart; split into b_tasks ranges of rows.
+  float* shared_b;
+  int64_t shared_ld;
+  size_t b_tasks;
 };
 
 }  // namespace ember::kernels::cpu_detail
@@ -132,6 +137,31 @@ HWY_INLINE void Im2colLine(const ConvPlan& p, const float* in_c, int64_t i, int6
   }
 }
 
+// Rows [R t / tasks, R (t + 1) / tasks) of the shared B, R = images x groups x column blocks x K:
+// each row as ConvGemmUnit packs it, zeros past the block's columns up to the panels' end.
+void ConvGemmPackShared(const ConvRun& run, size_t t) {
+  const ConvPlan& p = run.p;
+  const int64_t kdim = p.cpg * p.kh * p.kw, positions = p.oh * p.ow, taps = p.kh * p.kw;
+  const int64_t total = p.n * p.groups * run.col_blocks * kdim;
+  const int64_t r0 = total * int64_t(t) / int64_t(run.b_tasks), r1 = total * int64_t(t + 1) / int64_t(run.b_tasks);
+  Im2colRun runs[cpu_detail::kConvNc];
+  int64_t run_count = 0, runs_block = -1;
+  for (int64_t r = r0; r < r1; ++r) {
+    const int64_t block = r / kdim, k = r % kdim;
+    const int64_t cb = block % run.col_blocks, ng = block / run.col_blocks;
+    const int64_t q0 = cb * run.nc, cols = positions - q0 < run.nc ? positions - q0 : run.nc;
+    if (block != runs_block) {
+      run_count = Im2colRuns(p, q0, cols, runs);
+      runs_block = block;
+    }
+    const int64_t ic = k / taps, i = (k % taps) / p.kw, j = k % p.kw;
+    const int64_t n = ng / p.groups, g = ng % p.groups;
+    float* line = run.shared_b + r * run.shared_ld;
+    Im2colLine(p, p.in + ((n * p.c + g * p.cpg) + ic) * p.h * p.w_in, i, j, runs, run_count, line);
+    for (int64_t c = cols; c < run.shared_ld - cpu_detail::kConvLdPad; ++c) line[c] = 0.0f;
+  }
+}
+
 // Recomputes the NaN outputs of rows [m0, m1) x positions [q0, q1) of image n (see the top).
 HWY_INLINE void FixNaN(const ConvPlan& p, int64_t n, int64_t oc0, int64_t rows, int64_t q0, int64_t q1) {
   const ConvTag d;
@@ -177,21 +207,29 @@ void ConvGemmUnit(const ConvRun& run, size_t u, float* HWY_RESTRICT buf) {
   const float clamp_bounds[2] = {p.out_min, p.out_max};
   // B rows are ld apart: the panels' columns plus kConvLdPad, so the rows of one panel spread over
   // the L1 sets (a 1 KiB stride would put a 256-row panel in a few sets).
-  const int64_t ld = panels * nr + cpu_detail::kConvLdPad;
-  for (int64_t kk = 0; kk < kc_max; ++kk) {
-    for (int64_t t = cols; t < panels * nr; ++t) buf[kk * ld + t] = 0.0f;  // past the block: zeros
-  }
+  const bool shared = run.shared_b != nullptr;
+  const int64_t ld = shared ? run.shared_ld : panels * nr + cpu_detail::kConvLdPad;
   Im2colRun runs[cpu_detail::kConvNc];
-  const int64_t run_count = Im2colRuns(p, q0, cols, runs);
+  int64_t run_count = 0;
+  if (!shared) {
+    for (int64_t kk = 0; kk < kc_max; ++kk) {
+      for (int64_t t = cols; t < panels * nr; ++t) buf[kk * ld + t] = 0.0f;  // past the block: zeros
+    }
+    run_count = Im2colRuns(p, q0, cols, runs);
+  }
   for (int64_t k0 = 0; k0 < kdim; k0 += cpu_detail::kConvKc) {
     const int64_t kc = kdim - k0 < cpu_detail::kConvKc ? kdim - k0 : cpu_detail::kConvKc;
-    const int64_t taps = p.kh * p.kw;
-    int64_t ic = k0 / taps, i = (k0 % taps) / p.kw, j = k0 % p.kw;
-    for (int64_t kk = 0; kk < kc; ++kk) {
-      Im2colLine(p, in_g + ic * p.h * p.w_in, i, j, runs, run_count, buf + kk * ld);
-      if (++j == p.kw) {
-        j = 0;
-        if (++i == p.kh) i = 0, ++ic;
+    if (shared) {
+      buf = run.shared_b + (((n * p.groups + g) * run.col_blocks + cb) * kdim + k0) * ld;
+    } else {
+      const int64_t taps = p.kh * p.kw;
+      int64_t ic = k0 / taps, i = (k0 % taps) / p.kw, j = k0 % p.kw;
+      for (int64_t kk = 0; kk < kc; ++kk) {
+        Im2colLine(p, in_g + ic * p.h * p.w_in, i, j, runs, run_count, buf + kk * ld);
+        if (++j == p.kw) {
+          j = 0;
+          if (++i == p.kh) i = 0, ++ic;
+        }
       }
     }
     const bool first = k0 == 0, last = k0 + kc == kdim;
@@ -533,12 +571,16 @@ HWY_AFTER_NAMESPACE();
 #if HWY_ONCE
 namespace ember::kernels {
 EMBER_HWY_EXPORT(ConvPackedTask);
+EMBER_HWY_EXPORT(ConvGemmPackShared);
 EMBER_HWY_EXPORT(ConvDwLanesAvailable);
 
 namespace cpu_detail {
 namespace {
 void conv_packed_task(void* arg, size_t t) {
   EMBER_HWY_DISPATCH(ConvPackedTask)(*static_cast<const ConvRun*>(arg), t);
+}
+void conv_gemm_pack_task(void* arg, size_t t) {
+  EMBER_HWY_DISPATCH(ConvGemmPackShared)(*static_cast<const ConvRun*>(arg), t);
 }
 }  // namespace
 
@@ -570,32 +612,19 @@ bool conv2d_packed(KernelContext& ctx, const ConvPlan& p) {
   if (flops < double(1 << 18)) threads = 1;
   if (threads > slots) threads = slots;
   if (run.p.path == ConvPath::Gemm) {
-    // Column blocks of kConvNc positions, halved (down to 64) while there are fewer than 3 per
-    // thread: ResNet-18's 56x56 maps gave 13 blocks for 16 threads. Each block packs its own B, so
-    // the packing work does not grow.
-    run.nc = kConvNc;
-    const int64_t t_units = 3 * int64_t(threads);
-    while (run.nc > 64 && p.n * p.groups * ((p.oh * p.ow + run.nc - 1) / run.nc) < t_units) run.nc /= 2;
-    run.col_blocks = (p.oh * p.ow + run.nc - 1) / run.nc;
-    // Split the output channels when images x groups x column blocks leave threads idle; each
-    // chunk repacks B, so chunks stay >= 32 rows.
-    const int64_t base_units = p.n * p.groups * run.col_blocks;
-    int64_t chunks = 1;
-    const int64_t t = int64_t(threads);
-    if (t > 1 && base_units < 4 * t && base_units % t != 0) {
-      int64_t a = base_units, b = t;  // chunks = t / gcd: units a multiple of t, each B packed once per thread
-      while (b != 0) {
-        const int64_t r = a % b;
-        a = b;
-        b = r;
-      }
-      chunks = t / a;
-      const int64_t max_chunks = (p.opg + 31) / 32;
-      if (chunks > max_chunks) chunks = max_chunks;
+    const ConvGemmSplit split = conv_gemm_split(p, int64_t(threads));
+    run.nc = split.nc;
+    run.col_blocks = split.col_blocks;
+    run.m_chunk = split.m_chunk;
+    run.m_chunks = split.m_chunks;
+    run.units = size_t(p.n * p.groups * run.col_blocks * run.m_chunks);
+    const size_t shared = size_t(split.shared_floats) * sizeof(float);
+    if (shared != 0 && avail >= shared + threads * slot) {
+      run.shared_b = reinterpret_cast<float*>(base + pad + threads * slot);
+      run.shared_ld = split.shared_ld;
+      run.b_tasks = threads;
+      parallel_for(threads > 1 ? ctx.pool : nullptr, run.b_tasks, conv_gemm_pack_task, &run);
     }
-    run.m_chunk = conv_round_up((p.opg + chunks - 1) / chunks, 8);
-    run.m_chunks = (p.opg + run.m_chunk - 1) / run.m_chunk;
-    run.units = size_t(base_units * run.m_chunks);
   } else {
     run.dw_lanes = conv_dw_lanes(p) && EMBER_HWY_DISPATCH(ConvDwLanesAvailable)();
     run.units = run.dw_lanes ? size_t(p.n * ((p.c + kDwLanesGroup - 1) / kDwLanesGroup)) : size_t(p.n * p.c);
@@ -620,7 +649,11 @@ size_t conv2d_scratch(const OpAttrs& attrs, const TensorView* inputs, size_t, co
     p.path = cpu_detail::ConvPath::Gemm;  // and at least the GEMM's (the fallback above)
   }
   const size_t slot = cpu_detail::conv_slot_bytes(p);
-  if (slot != 0 && t * slot > bytes) bytes = t * slot;
+  size_t gemm = t * slot;
+  if (p.path == cpu_detail::ConvPath::Gemm && slot != 0) {
+    gemm += size_t(cpu_detail::conv_gemm_split(p, int64_t(t)).shared_floats) * sizeof(float);
+  }
+  if (gemm > bytes) bytes = gemm;
   return bytes == 0 ? 0 : bytes + cpu_detail::kConvAlign;
 }
 

@@ -235,6 +235,44 @@ inline float conv_point(const ConvPlan& p, int64_t n, int64_t oc, int64_t oh, in
   return p.clamp ? conv_clamp(p, acc) : acc;
 }
 
+// How the GEMM path splits its work for `threads` workers (conv_gemm.cc; the scratch function uses the
+// same): column blocks of nc output positions (kConvNc, halved down to 64 while there are fewer than
+// 3 per thread: ResNet-18's 56x56 maps gave 13 blocks for 16 threads), and the output channels in
+// m_chunks chunks when images x groups x column blocks leave threads idle (chunks = threads / gcd,
+// of >= 32 rows). With more than one chunk, each chunk would pack the same B: it is packed once
+// instead, for every block, into `shared_floats` of scratch before the units run (rows ld apart).
+struct ConvGemmSplit {
+  int64_t nc, col_blocks, m_chunk, m_chunks;
+  int64_t shared_ld, shared_floats;  // 0 floats: each unit packs its own B
+};
+inline ConvGemmSplit conv_gemm_split(const ConvPlan& p, int64_t threads) {
+  ConvGemmSplit s{};
+  s.nc = kConvNc;
+  while (s.nc > 64 && p.n * p.groups * ((p.oh * p.ow + s.nc - 1) / s.nc) < 3 * threads) s.nc /= 2;
+  s.col_blocks = (p.oh * p.ow + s.nc - 1) / s.nc;
+  const int64_t base_units = p.n * p.groups * s.col_blocks;
+  int64_t chunks = 1;
+  if (threads > 1 && base_units < 4 * threads && base_units % threads != 0) {
+    int64_t a = base_units, b = threads;
+    while (b != 0) {
+      const int64_t r = a % b;
+      a = b;
+      b = r;
+    }
+    chunks = threads / a;
+    const int64_t max_chunks = (p.opg + 31) / 32;
+    if (chunks > max_chunks) chunks = max_chunks;
+  }
+  s.m_chunk = conv_round_up((p.opg + chunks - 1) / chunks, 8);
+  s.m_chunks = (p.opg + s.m_chunk - 1) / s.m_chunk;
+  if (s.m_chunks > 1) {
+    const int64_t cols = p.oh * p.ow < s.nc ? p.oh * p.ow : s.nc;
+    s.shared_ld = conv_round_up(cols, kConvMaxNr) + kConvLdPad;
+    s.shared_floats = conv_round_up(base_units * p.cpg * p.kh * p.kw * s.shared_ld, 16);
+  }
+  return s;
+}
+
 // Runs the packed GEMM, Winograd or depthwise path (conv_gemm.cc) when p.path is one of them and
 // ctx.scratch holds at least one task's slot (Winograd: and the shared transformed weights, else the
 // GEMM); false: the caller runs the direct path.

@@ -474,6 +474,23 @@ TEST_P(Conv2dTest, PackedBatchInvariant) {
 }
 
 
+// With the output channels in chunks (few column blocks for the threads), B is packed once into
+// shared scratch: 3 threads on 33 -> 37 at 7x7 (one block of 49 positions, 2 chunks) add
+// K 297 x (round32(49) + 16) = 23760 floats to the per-thread slots; the bits are the 1-thread ones.
+TEST_P(Conv2dTest, GemmSharedB) {
+  const ConvCase c = {"33 -> 37 at 7x7", 1, 33, 7, 7, 37, 3, 3, {1, 1}, {1, 1, 1, 1}, {1, 1}, 1};
+  const OpAttrs attrs = ConvAttrs(c);
+  Tensor x = Random({1, 33, 7, 7}, 111), w = Random({37, 33, 3, 3}, 112), bias = Random({37}, 113), one, three;
+  const std::vector<TensorView> in = {x.view, w.view, bias.view};
+  Shape(OpCode::Conv2d, attrs, in.data(), 3, &three);
+  const size_t s1 = cpu::conv2d_scratch(attrs, in.data(), 3, &three.view, 1, 1);
+  const size_t s3 = cpu::conv2d_scratch(attrs, in.data(), 3, &three.view, 1, 3);
+  EXPECT_EQ(s3, 3 * (s1 - 64) + 23760u * 4 + 64);
+  RunConvPacked(attrs, in, 1, &one);
+  RunConvPacked(attrs, in, 3, &three);
+  EXPECT_TRUE(BytesEqual(three, one));
+}
+
 // ---------------------------------------------------------------- Winograd F(m x m, 3 x 3)
 
 // Forces conv2d's algorithm (cpu::conv2d_set_path_for_testing) for a scope.
