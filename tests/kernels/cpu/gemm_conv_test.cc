@@ -314,6 +314,21 @@ TEST_P(Conv2dTest, PackedScratchSizes) {
   }
 }
 
+// The case is meaningful: the reference has finite outputs beside infinite and NaN ones.
+void ExpectMixedSpecials(const OpAttrs& attrs, const std::vector<TensorView>& in) {
+  Tensor expected;
+  Shape(OpCode::Conv2d, attrs, in.data(), in.size(), &expected);
+  RunKernel(ref::conv2d, attrs, in.data(), in.size(), &expected);
+  int inf_count = 0, nan_count = 0, finite_count = 0;
+  for (size_t i = 0; i < expected.numel(); ++i) {
+    const float v = expected.f()[i];
+    inf_count += std::isinf(v), nan_count += std::isnan(v), finite_count += std::isfinite(v);
+  }
+  EXPECT_GT(inf_count, 0);
+  EXPECT_GT(nan_count, 0);
+  EXPECT_GT(finite_count, 0);
+}
+
 // Non-finite weights and inputs: a padded tap contributes 0 * w to the packed GEMM / depthwise
 // sums, NaN for w = inf, where the reference skips the tap; the result must still be the
 // reference's (inf where only valid taps meet the inf, NaN where a NaN input is read).
@@ -332,19 +347,8 @@ TEST_P(Conv2dTest, PackedNonFinite) {
     w.f()[0] = inf;                 // oc 0, ic 0, top-left tap: padded on the first row / column
     w.f()[w.numel() - 1] = -inf;    // last oc, bottom-right tap
     x.f()[(c.c - 1) * c.h * c.w + 2 * c.w + 3] = std::nanf("");  // last channel, (2, 3)
-    Tensor expected;
     const std::vector<TensorView> in = {x.view, w.view, bias.view};
-    Shape(OpCode::Conv2d, attrs, in.data(), 3, &expected);
-    RunKernel(ref::conv2d, attrs, in.data(), 3, &expected);
-    // The case is meaningful: the reference has finite outputs beside infinite and NaN ones.
-    int inf_count = 0, nan_count = 0, finite_count = 0;
-    for (size_t i = 0; i < expected.numel(); ++i) {
-      const float v = expected.f()[i];
-      inf_count += std::isinf(v), nan_count += std::isnan(v), finite_count += std::isfinite(v);
-    }
-    EXPECT_GT(inf_count, 0);
-    EXPECT_GT(nan_count, 0);
-    EXPECT_GT(finite_count, 0);
+    ExpectMixedSpecials(attrs, in);
     CheckConvPacked(attrs, in, GemmTolerance(c.c / c.groups * c.kh * c.kw));
   }
 }
@@ -579,17 +583,7 @@ TEST_P(Conv2dTest, WinogradNonFinite) {
   x.f()[1 * 110 + 6 * 11 + 8] = -inf;     // channel 1, (6, 8)
   x.f()[4 * 110 + 2 * 11 + 3] = std::nanf("");  // channel 4, (2, 3)
   const std::vector<TensorView> in = {x.view, w.view, bias.view};
-  Tensor expected;
-  Shape(OpCode::Conv2d, attrs, in.data(), 3, &expected);
-  RunKernel(ref::conv2d, attrs, in.data(), 3, &expected);
-  int inf_count = 0, nan_count = 0, finite_count = 0;
-  for (size_t i = 0; i < expected.numel(); ++i) {
-    const float v = expected.f()[i];
-    inf_count += std::isinf(v), nan_count += std::isnan(v), finite_count += std::isfinite(v);
-  }
-  EXPECT_GT(inf_count, 0);
-  EXPECT_GT(nan_count, 0);
-  EXPECT_GT(finite_count, 0);
+  ExpectMixedSpecials(attrs, in);
   for (int m : {2, 4}) {
     SCOPED_TRACE(testing::Message() << "m = " << m);
     ForcePath force(m);
