@@ -48,9 +48,11 @@ EMBER_CPU_KERNEL(linear_quantized);
 EMBER_CPU_KERNEL(linear_bf16_weight);
 size_t linear_quantized_scratch(const OpAttrs& attrs, const TensorView* inputs, size_t input_count,
                                 const TensorView* outputs, size_t output_count, size_t threads);
-// f32 NCHW (conv.cc, conv_gemm.cc, pool.cc). conv2d runs as a packed GEMM (depthwise stride 1: over a
-// padded plane) in conv2d_scratch(...) bytes of ctx.scratch (per-task slots); given less (a direct
-// call without scratch), it computes directly from the input.
+// f32 NCHW (conv.cc, conv_gemm.cc, conv_winograd.cc, pool.cc). conv2d runs as a packed GEMM, as
+// Winograd F(4x4 / 2x2, 3x3) for 3x3 stride-1 convs on maps of 12x12 and more (not the reference's
+// operation order: within the f32 tolerance, non-finite outputs exact), or depthwise over a padded
+// plane or with channels in lanes, in conv2d_scratch(...) bytes of ctx.scratch; given less (a
+// direct call without scratch), it computes directly from the input.
 EMBER_CPU_KERNEL(conv2d);
 size_t conv2d_scratch(const OpAttrs& attrs, const TensorView* inputs, size_t input_count,
                       const TensorView* outputs, size_t output_count, size_t threads);
