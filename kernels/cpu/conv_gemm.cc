@@ -462,51 +462,38 @@ void ConvDwLanesGroup(const ConvPlan& p, int64_t n, int64_t c0, float* HWY_RESTR
     if (p.clamp) acc = FewClampKeepNaN(acc, lo, hi);
     FewStore(o + q * L, acc);
   };
-  for (int64_t oh = 0; oh < p.oh; ++oh) {
-    const float* row = t + oh * p.sh * wp * L;
-    int64_t ow = 0;
-    for (; ow + 4 <= p.ow; ow += 4) {
-      const float* base = row + ow * step;
-      FewV a0 = FewZero(), a1 = FewZero(), a2 = FewZero(), a3 = FewZero();
-      auto tap = [&](int64_t k) {
-        const float* b = base + off[k];
-        a0 = FewFma(FewLoad(b), wv[k], a0);
-        a1 = FewFma(FewLoad(b + step), wv[k], a1);
-        a2 = FewFma(FewLoad(b + 2 * step), wv[k], a2);
-        a3 = FewFma(FewLoad(b + 3 * step), wv[k], a3);
-      };
-      if (taps == 9) {
+  // 4 positions from (oh, ow): 3x3 taps unrolled.
+  auto group4 = [&](int64_t oh, int64_t ow) {
+    const float* base = t + oh * p.sh * wp * L + ow * step;
+    FewV a0 = FewZero(), a1 = FewZero(), a2 = FewZero(), a3 = FewZero();
+    auto tap = [&](int64_t k) {
+      const float* b = base + off[k];
+      a0 = FewFma(FewLoad(b), wv[k], a0);
+      a1 = FewFma(FewLoad(b + step), wv[k], a1);
+      a2 = FewFma(FewLoad(b + 2 * step), wv[k], a2);
+      a3 = FewFma(FewLoad(b + 3 * step), wv[k], a3);
+    };
+    if (taps == 9) {
 #pragma GCC unroll 9
-        for (int64_t k = 0; k < 9; ++k) tap(k);
-      } else {
-        for (int64_t k = 0; k < taps; ++k) tap(k);
-      }
-      const int64_t q = oh * p.ow + ow;
-      finish(a0, q);
-      finish(a1, q + 1);
-      finish(a2, q + 2);
-      finish(a3, q + 3);
+      for (int64_t k = 0; k < 9; ++k) tap(k);
+    } else {
+      for (int64_t k = 0; k < taps; ++k) tap(k);
     }
+    const int64_t q = oh * p.ow + ow;
+    finish(a0, q);
+    finish(a1, q + 1);
+    finish(a2, q + 2);
+    finish(a3, q + 3);
+  };
+  for (int64_t oh = 0; oh < p.oh; ++oh) {
+    int64_t ow = 0;
+    for (; ow + 4 <= p.ow; ow += 4) group4(oh, ow);
     if (ow < p.ow && p.ow >= 4) {  // the last 4, again: the same chains give the same bits
-      ow = p.ow - 4;
-      const float* base = row + ow * step;
-      FewV a0 = FewZero(), a1 = FewZero(), a2 = FewZero(), a3 = FewZero();
-      for (int64_t k = 0; k < taps; ++k) {
-        const float* b = base + off[k];
-        a0 = FewFma(FewLoad(b), wv[k], a0);
-        a1 = FewFma(FewLoad(b + step), wv[k], a1);
-        a2 = FewFma(FewLoad(b + 2 * step), wv[k], a2);
-        a3 = FewFma(FewLoad(b + 3 * step), wv[k], a3);
-      }
-      const int64_t q = oh * p.ow + ow;
-      finish(a0, q);
-      finish(a1, q + 1);
-      finish(a2, q + 2);
-      finish(a3, q + 3);
+      group4(oh, p.ow - 4);
       ow = p.ow;
     }
     for (; ow < p.ow; ++ow) {
-      const float* base = row + ow * step;
+      const float* base = t + oh * p.sh * wp * L + ow * step;
       FewV acc = FewZero();
       for (int64_t k = 0; k < taps; ++k) acc = FewFma(FewLoad(base + off[k]), wv[k], acc);
       finish(acc, oh * p.ow + ow);

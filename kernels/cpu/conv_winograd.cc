@@ -122,12 +122,10 @@ HWY_INLINE void OutputT(const T* t, T* y, K k) {
 
 // ------------------------------------------------------------------ weights
 
-// (G g G^T)[xi] of output channels [oc0, oc1) x input channels [ic0, ic1) into
-// dst[xi * xi_stride + (oc - oc0) * row_stride + ic - ic0]: vectors of input channels, the last
-// partial vector in scalars (the same operations).
+// U[xi][oc][ic] = (G g G^T)[xi] for output channels [oc0, oc1), planes u_stride floats apart:
+// vectors of input channels, the last partial vector in scalars (the same operations).
 template <int kM>
-HWY_INLINE void WeightBlock(const ConvPlan& p, int64_t oc0, int64_t oc1, int64_t ic0, int64_t ic1, float* dst,
-                            int64_t row_stride, int64_t xi_stride) {
+HWY_INLINE void WeightRows(const ConvPlan& p, int64_t oc0, int64_t oc1, float* u, int64_t u_stride) {
   constexpr int kA = kM + 2;
   const ConvTag d;
   const int64_t lanes = static_cast<int64_t>(hn::Lanes(d));
@@ -135,14 +133,14 @@ HWY_INLINE void WeightBlock(const ConvPlan& p, int64_t oc0, int64_t oc1, int64_t
   auto ks = [](float c) { return c; };
   for (int64_t oc = oc0; oc < oc1; ++oc) {
     const float* w_oc = p.w + oc * p.c * 9;
-    float* u_oc = dst + (oc - oc0) * row_stride - ic0;
-    int64_t ic = ic0;
+    float* u_oc = u + oc * p.c;
+    int64_t ic = 0;
 #if HWY_TARGET != HWY_SCALAR
     // L input channels at a time, no gathers: their 9 L taps are 3 L rows (ic, kh) of 3 (kw).
     // LoadInterleaved3 splits the rows' kw; the transform along kw gives, per j, 3 vectors over
     // the rows, which a second LoadInterleaved3 (through 3 L floats of stack) splits by kh.
     HWY_ALIGN float rows3[3 * 16];
-    for (; ic + lanes <= ic1; ic += lanes) {
+    for (; ic + lanes <= p.c; ic += lanes) {
       const float* src = w_oc + ic * 9;
       // Inside a network the weights come from memory: 4 vectors ahead (the hardware prefetcher
       // alone left this loop waiting on them, ~8 GB/s).
@@ -159,21 +157,21 @@ HWY_INLINE void WeightBlock(const ConvPlan& p, int64_t oc0, int64_t oc1, int64_t
         WinoV c[3], u[kA];
         hn::LoadInterleaved3(d, rows3, c[0], c[1], c[2]);
         KernelT<kM>(c, u, kv);
-        for (int i = 0; i < kA; ++i) hn::StoreU(u[i], d, u_oc + (i * kA + j) * xi_stride + ic);
+        for (int i = 0; i < kA; ++i) hn::StoreU(u[i], d, u_oc + (i * kA + j) * u_stride + ic);
       }
     }
 #else
     (void)lanes;
     (void)kv;
 #endif
-    for (; ic < ic1; ++ic) {
+    for (; ic < p.c; ++ic) {
       const float* g = w_oc + ic * 9;
       float h[3][kA], col[3], u[kA];
       for (int kh = 0; kh < 3; ++kh) KernelT<kM>(g + kh * 3, h[kh], ks);
       for (int j = 0; j < kA; ++j) {
         for (int kh = 0; kh < 3; ++kh) col[kh] = h[kh][j];
         KernelT<kM>(col, u, ks);
-        for (int i = 0; i < kA; ++i) u_oc[(i * kA + j) * xi_stride + ic] = u[i];
+        for (int i = 0; i < kA; ++i) u_oc[(i * kA + j) * u_stride + ic] = u[i];
       }
     }
   }
@@ -183,11 +181,10 @@ void WinoWeightTask(const WinoRun& run, size_t t) {
   const int64_t o = run.p.o;
   const int64_t oc0 = o * int64_t(t) / int64_t(run.tasks), oc1 = o * int64_t(t + 1) / int64_t(run.tasks);
   const ConvPlan& p = run.p;
-  float* dst = run.u + oc0 * p.c;
   if (run.g.m == 2) {
-    WeightBlock<2>(p, oc0, oc1, 0, p.c, dst, p.c, cpu_detail::conv_wino_u_stride(p));
+    WeightRows<2>(p, oc0, oc1, run.u, cpu_detail::conv_wino_u_stride(p));
   } else {
-    WeightBlock<4>(p, oc0, oc1, 0, p.c, dst, p.c, cpu_detail::conv_wino_u_stride(p));
+    WeightRows<4>(p, oc0, oc1, run.u, cpu_detail::conv_wino_u_stride(p));
   }
 }
 
