@@ -67,6 +67,7 @@ fb::AttributesUnion to_fb_attrs(const Node& node) {
       t.groups = a.groups;
       t.out_min = a.out_min;  // ±inf (none) is the default, so a plain conv writes no field
       t.out_max = a.out_max;
+      if (node.op == OpCode::ConvTranspose2d) t.output_padding.assign(a.output_padding, a.output_padding + 2);
       u.Set(std::move(t));
       break;
     }
@@ -119,6 +120,65 @@ fb::AttributesUnion to_fb_attrs(const Node& node) {
       u.Set(std::move(t));
       break;
     }
+    case AttrKind::Arg: {
+      fb::ArgAttrsT t;
+      t.axis = a.axis;
+      t.keepdims = a.keepdims;
+      t.select_last_index = a.select_last_index;
+      u.Set(std::move(t));
+      break;
+    }
+    case AttrKind::TopK: {
+      fb::TopKAttrsT t;
+      t.axis = a.axis;
+      t.k = a.k;
+      t.largest = a.largest;
+      t.sorted = a.sorted;
+      u.Set(std::move(t));
+      break;
+    }
+    case AttrKind::CumSum: {
+      fb::CumSumAttrsT t;
+      t.axis = a.axis;
+      t.exclusive = a.exclusive;
+      t.reverse = a.reverse;
+      u.Set(std::move(t));
+      break;
+    }
+    case AttrKind::GroupNorm: {
+      fb::GroupNormAttrsT t;
+      t.groups = a.groups;
+      t.epsilon = a.epsilon;
+      u.Set(std::move(t));
+      break;
+    }
+    case AttrKind::Resize: {
+      fb::ResizeAttrsT t;
+      t.mode = static_cast<fb::ResizeMode>(a.resize_mode);
+      t.coord = static_cast<fb::ResizeCoord>(a.resize_coord);
+      t.nearest = static_cast<fb::ResizeNearest>(a.resize_nearest);
+      t.cubic_a = a.cubic_a;
+      t.exclude_outside = a.exclude_outside;
+      t.scales.assign(a.resize_scales, a.resize_scales + a.count);
+      t.sizes.assign(a.shape, a.shape + a.count);
+      u.Set(std::move(t));
+      break;
+    }
+    case AttrKind::Rnn: {
+      fb::RnnAttrsT t;
+      t.direction = static_cast<fb::RnnDirection>(a.rnn_direction);
+      t.hidden_size = a.hidden_size;
+      for (int k = 0; k < a.rnn_act_count; ++k) {
+        t.activations.push_back(static_cast<fb::RnnActivation>(a.rnn_act[k]));
+        t.activation_alpha.push_back(a.rnn_alpha[k]);
+        t.activation_beta.push_back(a.rnn_beta[k]);
+      }
+      t.clip = a.rnn_clip;
+      t.linear_before_reset = a.linear_before_reset;
+      t.input_forget = a.input_forget;
+      u.Set(std::move(t));
+      break;
+    }
     case AttrKind::HardSigmoid: {
       fb::HardSigmoidAttrsT t;
       t.alpha = a.alpha;
@@ -151,6 +211,8 @@ fb::AttributesUnion to_fb_attrs(const Node& node) {
       fb::AttentionAttrsT t;
       t.scale = a.attn_scale;
       t.kv_scale = a.kv_scale;
+      t.sliding_window = a.attn_window;
+      t.softcap = a.attn_softcap;
       u.Set(std::move(t));
       break;
     }

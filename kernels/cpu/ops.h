@@ -107,6 +107,14 @@ EMBER_CPU_KERNEL(sample);
 size_t sample_scratch(const OpAttrs& attrs, const TensorView* inputs, size_t input_count,
                       const TensorView* outputs, size_t output_count, size_t threads);
 
+// [issue 17: elementwise ops]
+
+// [issue 17: reductions and index ops]
+
+// [issue 17: resize, conv_transpose2d]
+
+// [issue 17: lstm, gru]
+
 #undef EMBER_CPU_KERNEL
 
 }  // namespace ember::kernels::cpu

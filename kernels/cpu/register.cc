@@ -139,6 +139,13 @@ Status register_cpu_kernels(KernelRegistry& r) {
       EMBER_RETURN_IF_ERROR(r.add(key, cpu::concat, kLibrary));
     }
   }
+  // [issue 17: elementwise ops]
+
+  // [issue 17: reductions and index ops]
+
+  // [issue 17: resize, conv_transpose2d]
+
+  // [issue 17: lstm, gru]
   return Status::ok();
 }
 

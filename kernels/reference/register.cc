@@ -180,6 +180,14 @@ Status register_reference_kernels(KernelRegistry& registry, bool only_missing) {
       EMBER_RETURN_IF_ERROR(r.add(OpCode::Cast, ref::cast, {from, to}));
     }
   }
+  // [issue 17: elementwise ops]
+
+  // [issue 17: reductions and index ops]
+
+  // [issue 17: resize, conv_transpose2d]
+
+  // [issue 17: lstm, gru]
+
   return Status::ok();
 }
 

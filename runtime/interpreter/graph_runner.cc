@@ -45,6 +45,8 @@ void copy_ints(const flatbuffers::Vector<int32_t>* v, int32_t* out, uint32_t n) 
 }
 
 // Fills the plain-data attributes from the op's table (shapes validated by the validator).
+static_assert(kMaxRnnActivations == 6, "runtime/program/validator.cc's kMaxRnnActs");
+
 void decode_attrs(const fb::KernelCall& call, OpAttrs* a) {
   switch (call.attrs_type()) {
     case fb::Attributes::GeluAttrs:
@@ -68,6 +70,7 @@ void decode_attrs(const fb::KernelCall& call, OpAttrs* a) {
       a->groups = c->groups();
       a->out_min = c->out_min();
       a->out_max = c->out_max();
+      copy_ints(c->output_padding(), a->output_padding, 2);
       break;
     }
     case fb::Attributes::Pool2dAttrs: {
@@ -126,6 +129,67 @@ void decode_attrs(const fb::KernelCall& call, OpAttrs* a) {
       a->alpha = call.attrs_as_HardSigmoidAttrs()->alpha();
       a->beta = call.attrs_as_HardSigmoidAttrs()->beta();
       break;
+    case fb::Attributes::ArgAttrs: {
+      const fb::ArgAttrs* r = call.attrs_as_ArgAttrs();
+      a->kind = AttrKind::Arg;
+      a->axis = r->axis();
+      a->keepdims = r->keepdims();
+      a->select_last_index = r->select_last_index();
+      break;
+    }
+    case fb::Attributes::TopKAttrs: {
+      const fb::TopKAttrs* r = call.attrs_as_TopKAttrs();
+      a->kind = AttrKind::TopK;
+      a->axis = r->axis();
+      a->k = r->k();
+      a->largest = r->largest();
+      a->sorted = r->sorted();
+      break;
+    }
+    case fb::Attributes::CumSumAttrs: {
+      const fb::CumSumAttrs* r = call.attrs_as_CumSumAttrs();
+      a->kind = AttrKind::CumSum;
+      a->axis = r->axis();
+      a->exclusive = r->exclusive();
+      a->reverse = r->reverse();
+      break;
+    }
+    case fb::Attributes::GroupNormAttrs:
+      a->kind = AttrKind::GroupNorm;
+      a->groups = call.attrs_as_GroupNormAttrs()->groups();
+      a->epsilon = call.attrs_as_GroupNormAttrs()->epsilon();
+      break;
+    case fb::Attributes::ResizeAttrs: {
+      const fb::ResizeAttrs* r = call.attrs_as_ResizeAttrs();
+      a->kind = AttrKind::Resize;
+      a->resize_mode = static_cast<ResizeMode>(r->mode());
+      a->resize_coord = static_cast<ResizeCoord>(r->coord());
+      a->resize_nearest = static_cast<ResizeNearest>(r->nearest());
+      a->cubic_a = r->cubic_a();
+      a->exclude_outside = r->exclude_outside();
+      a->count = static_cast<uint8_t>(size_of(r->scales()));
+      for (uint32_t d = 0; d < a->count; ++d) {
+        a->resize_scales[d] = r->scales()->Get(d);
+        a->shape[d] = r->sizes()->Get(d);
+      }
+      break;
+    }
+    case fb::Attributes::RnnAttrs: {
+      const fb::RnnAttrs* r = call.attrs_as_RnnAttrs();
+      a->kind = AttrKind::Rnn;
+      a->rnn_direction = static_cast<RnnDirection>(r->direction());
+      a->hidden_size = r->hidden_size();
+      a->rnn_act_count = static_cast<uint8_t>(size_of(r->activations()));
+      for (uint32_t k = 0; k < a->rnn_act_count; ++k) {
+        a->rnn_act[k] = static_cast<RnnActivation>(r->activations()->Get(k));
+        a->rnn_alpha[k] = r->activation_alpha()->Get(k);
+        a->rnn_beta[k] = r->activation_beta()->Get(k);
+      }
+      a->rnn_clip = r->clip();
+      a->linear_before_reset = r->linear_before_reset();
+      a->input_forget = r->input_forget();
+      break;
+    }
     case fb::Attributes::ReduceAttrs: {
       const fb::ReduceAttrs* r = call.attrs_as_ReduceAttrs();
       a->kind = AttrKind::Reduce;
@@ -151,6 +215,8 @@ void decode_attrs(const fb::KernelCall& call, OpAttrs* a) {
       a->kind = AttrKind::Attention;
       a->attn_scale = call.attrs_as_AttentionAttrs()->scale();
       a->kv_scale = call.attrs_as_AttentionAttrs()->kv_scale();
+      a->attn_window = call.attrs_as_AttentionAttrs()->sliding_window();
+      a->attn_softcap = call.attrs_as_AttentionAttrs()->softcap();
       break;
     default:
       a->kind = AttrKind::None;

@@ -61,8 +61,47 @@ enum class OpCode : uint16_t {
   // block_tables, context_lens, query_start -> out [T, Hq, D] (kernels/reference/paged_attention.h)
   PagedAttention = 44,
   LogitsGather = 45,  // hidden [T, H], indices [S] i32 -> [S, H]: row indices[s], zeros for -1
+  // Issue 17 (real-world ONNX models). Elementwise, f32 unless stated (ONNX semantics).
+  LeakyRelu = 46,  // alpha: x < 0 ? alpha x : x
+  PRelu = 47,      // x, slope (numpy broadcasting): x < 0 ? slope x : x
+  Elu = 48,        // alpha: x < 0 ? alpha (exp(x) - 1) : x
+  Selu = 49,       // alpha, beta = gamma: gamma (x <= 0 ? alpha (exp(x) - 1) : x)
+  Softplus = 50,   // log(1 + exp(x))
+  Log = 51,
+  Abs = 52,
+  Reciprocal = 53,
+  Floor = 54,
+  Ceil = 55,
+  Round = 56,  // half to even
+  Sin = 57,
+  Cos = 58,
+  Greater = 59,         // a, b (same dtype) -> bool, numpy broadcasting; likewise the next three
+  Less = 60,
+  GreaterOrEqual = 61,
+  LessOrEqual = 62,
+  And = 63,  // bool, bool -> bool, numpy broadcasting; likewise Or, Xor
+  Or = 64,
+  Xor = 65,
+  Not = 66,  // bool -> bool
+  Max = 67,  // a, b (same dtype), numpy broadcasting; NaN propagates
+  Min = 68,
+  // Reductions and index ops.
+  ReduceMax = 69,   // as ReduceMean (ReduceAttrs); f32
+  ReduceMin = 70,
+  ReduceProd = 71,
+  ArgMax = 72,      // ArgAttrs -> i64
+  ArgMin = 73,
+  TopK = 74,        // TopKAttrs -> values, indices (i64)
+  CumSum = 75,      // CumSumAttrs
+  GatherElements = 76,  // data, indices i32/i64 (same rank) along axis (AxisAttrs)
+  GroupNorm = 77,   // x [N, C, ...], scale [C], bias [C]; GroupNormAttrs (InstanceNorm: groups = C)
+  // Spatial and recurrent.
+  Resize = 78,           // ResizeAttrs
+  ConvTranspose2d = 79,  // x [N, C, H, W], w [C, O/groups, kH, kW], b [O] optional; Conv2dAttrs + output_padding
+  Lstm = 80,             // ONNX LSTM (layout 0): X, W, R, B?, seq_lens?, h0?, c0?, P? -> Y, Y_h, Y_c
+  Gru = 81,              // ONNX GRU (layout 0): X, W, R, B?, seq_lens?, h0? -> Y, Y_h
 };
-constexpr int kOpCodeCount = 46;
+constexpr int kOpCodeCount = 82;
 
 // Which attribute table an op takes (the schema's Attributes union member; None = no table).
 enum class AttrKind : uint8_t {
@@ -82,12 +121,44 @@ enum class AttrKind : uint8_t {
   Pad = 13,
   Cast = 14,
   Attention = 15,
+  Arg = 16,
+  TopK = 17,
+  CumSum = 18,
+  GroupNorm = 19,
+  Resize = 20,
+  Rnn = 21,
 };
 
 enum class PadMode : uint8_t { Invalid = 0, Constant = 1, Reflect = 2, Edge = 3 };
 
 enum class GeluApprox : uint8_t { Invalid = 0, None = 1, Tanh = 2 };
 enum class ActivationQuant : uint8_t { Invalid = 0, None = 1, Fp8PerToken = 2 };
+enum class ResizeMode : uint8_t { Invalid = 0, Nearest = 1, Linear = 2, Cubic = 3 };
+enum class ResizeCoord : uint8_t {
+  Invalid = 0,
+  HalfPixel = 1,
+  AlignCorners = 2,
+  Asymmetric = 3,
+  PytorchHalfPixel = 4,
+  HalfPixelSymmetric = 5,
+};
+enum class ResizeNearest : uint8_t { Invalid = 0, RoundPreferFloor = 1, RoundPreferCeil = 2, Floor = 3, Ceil = 4 };
+enum class RnnDirection : uint8_t { Invalid = 0, Forward = 1, Reverse = 2, Bidirectional = 3 };
+enum class RnnActivation : uint8_t {
+  Invalid = 0,
+  Sigmoid = 1,
+  Tanh = 2,
+  Relu = 3,
+  HardSigmoid = 4,
+  LeakyRelu = 5,
+  ThresholdedRelu = 6,
+  ScaledTanh = 7,
+  Affine = 8,
+  Elu = 9,
+  Softsign = 10,
+  Softplus = 11,
+};
+constexpr int kMaxRnnActivations = 6;  // 3 per direction (LSTM), 2 directions
 
 // Every attribute of every op, flat. Only the fields of the op's AttrKind are meaningful.
 struct OpAttrs {
@@ -137,6 +208,40 @@ struct OpAttrs {
   // Attention: softmax scale; the FP8 KV cache's per-tensor scale.
   float attn_scale = 0.0f;
   float kv_scale = 1.0f;
+  // Attention: a query at position p sees keys at positions > p - attn_window (0 = all); scores are
+  // soft-capped as attn_softcap * tanh(s / attn_softcap) when attn_softcap > 0.
+  int32_t attn_window = 0;
+  float attn_softcap = 0.0f;
+  // ConvTranspose2d: [h, w]
+  int32_t output_padding[2] = {0, 0};
+  // Arg (axis, keepdims)
+  bool select_last_index = false;
+  // TopK (axis)
+  int64_t k = 0;
+  bool largest = true;
+  bool sorted = true;
+  // CumSum (axis)
+  bool exclusive = false;
+  bool reverse = false;
+  // GroupNorm: groups, epsilon (above).
+  // Resize: per dim d < count: shape[d] >= 0 = output size, -1 = floor(dim * resize_scales[d]).
+  ResizeMode resize_mode = ResizeMode::Nearest;
+  ResizeCoord resize_coord = ResizeCoord::HalfPixel;
+  ResizeNearest resize_nearest = ResizeNearest::RoundPreferFloor;
+  float cubic_a = -0.75f;
+  bool exclude_outside = false;
+  float resize_scales[kMaxRank] = {0};
+  // Rnn: activations per direction in ONNX order (LSTM f, g, h; GRU f, g), rnn_act_count in all;
+  // rnn_clip <= 0 = none.
+  RnnDirection rnn_direction = RnnDirection::Forward;
+  int32_t hidden_size = 0;
+  uint8_t rnn_act_count = 0;
+  RnnActivation rnn_act[kMaxRnnActivations] = {};
+  float rnn_alpha[kMaxRnnActivations] = {0};
+  float rnn_beta[kMaxRnnActivations] = {0};
+  float rnn_clip = 0.0f;
+  bool linear_before_reset = false;
+  bool input_forget = false;
 };
 
 // Whether a conv2d's out_min / out_max clamp anything (false for ±inf; NaN bounds are refused at load).

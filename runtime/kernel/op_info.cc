@@ -134,6 +134,11 @@ int broadcast_dims(const int64_t* a, int ra, const int64_t* b, int rb, int64_t* 
   return r;
 }
 
+Status not_implemented_shape(const OpAttrs&, const TensorView*, size_t, TensorView*, size_t, Span<const int64_t>,
+                             ErrorContext* ctx) {
+  return EMBER_FAIL(ctx, Error::NotSupported, "this op's shape function is not implemented yet");
+}
+
 namespace {
 
 constexpr OpInfo kOpInfos[] = {
@@ -184,6 +189,43 @@ constexpr OpInfo kOpInfos[] = {
     {OpCode::PagedAttention, "paged_attention", AttrKind::Attention, 9, 9, 1, paged_attention_shape,
      paged_attention_check, (1u << 3) | (1u << 4)},
     {OpCode::LogitsGather, "logits_gather", AttrKind::None, 2, 2, 1, logits_gather_shape, logits_gather_check},
+    // Issue 17.
+    {OpCode::LeakyRelu, "leaky_relu", AttrKind::HardSigmoid, 1, 1, 1, leaky_relu_shape, nullptr},
+    {OpCode::PRelu, "prelu", AttrKind::None, 2, 2, 1, prelu_shape, nullptr},
+    {OpCode::Elu, "elu", AttrKind::HardSigmoid, 1, 1, 1, elu_shape, nullptr},
+    {OpCode::Selu, "selu", AttrKind::HardSigmoid, 1, 1, 1, selu_shape, nullptr},
+    {OpCode::Softplus, "softplus", AttrKind::None, 1, 1, 1, softplus_shape, nullptr},
+    {OpCode::Log, "log", AttrKind::None, 1, 1, 1, log_shape, nullptr},
+    {OpCode::Abs, "abs", AttrKind::None, 1, 1, 1, abs_shape, nullptr},
+    {OpCode::Reciprocal, "reciprocal", AttrKind::None, 1, 1, 1, reciprocal_shape, nullptr},
+    {OpCode::Floor, "floor", AttrKind::None, 1, 1, 1, floor_shape, nullptr},
+    {OpCode::Ceil, "ceil", AttrKind::None, 1, 1, 1, ceil_shape, nullptr},
+    {OpCode::Round, "round", AttrKind::None, 1, 1, 1, round_shape, nullptr},
+    {OpCode::Sin, "sin", AttrKind::None, 1, 1, 1, sin_shape, nullptr},
+    {OpCode::Cos, "cos", AttrKind::None, 1, 1, 1, cos_shape, nullptr},
+    {OpCode::Greater, "greater", AttrKind::None, 2, 2, 1, greater_shape, nullptr},
+    {OpCode::Less, "less", AttrKind::None, 2, 2, 1, less_shape, nullptr},
+    {OpCode::GreaterOrEqual, "greater_equal", AttrKind::None, 2, 2, 1, greater_equal_shape, nullptr},
+    {OpCode::LessOrEqual, "less_equal", AttrKind::None, 2, 2, 1, less_equal_shape, nullptr},
+    {OpCode::And, "and", AttrKind::None, 2, 2, 1, and_shape, nullptr},
+    {OpCode::Or, "or", AttrKind::None, 2, 2, 1, or_shape, nullptr},
+    {OpCode::Xor, "xor", AttrKind::None, 2, 2, 1, xor_shape, nullptr},
+    {OpCode::Not, "not", AttrKind::None, 1, 1, 1, not_shape, nullptr},
+    {OpCode::Max, "max", AttrKind::None, 2, 2, 1, max_shape, nullptr},
+    {OpCode::Min, "min", AttrKind::None, 2, 2, 1, min_shape, nullptr},
+    {OpCode::ReduceMax, "reduce_max", AttrKind::Reduce, 1, 1, 1, not_implemented_shape, nullptr},
+    {OpCode::ReduceMin, "reduce_min", AttrKind::Reduce, 1, 1, 1, not_implemented_shape, nullptr},
+    {OpCode::ReduceProd, "reduce_prod", AttrKind::Reduce, 1, 1, 1, not_implemented_shape, nullptr},
+    {OpCode::ArgMax, "argmax", AttrKind::Arg, 1, 1, 1, not_implemented_shape, nullptr},
+    {OpCode::ArgMin, "argmin", AttrKind::Arg, 1, 1, 1, not_implemented_shape, nullptr},
+    {OpCode::TopK, "topk", AttrKind::TopK, 1, 1, 2, not_implemented_shape, nullptr},
+    {OpCode::CumSum, "cumsum", AttrKind::CumSum, 1, 1, 1, not_implemented_shape, nullptr},
+    {OpCode::GatherElements, "gather_elements", AttrKind::Axis, 2, 2, 1, not_implemented_shape, nullptr},
+    {OpCode::GroupNorm, "group_norm", AttrKind::GroupNorm, 3, 3, 1, not_implemented_shape, nullptr},
+    {OpCode::Resize, "resize", AttrKind::Resize, 1, 1, 1, not_implemented_shape, nullptr},
+    {OpCode::ConvTranspose2d, "conv_transpose2d", AttrKind::Conv2d, 2, 3, 1, not_implemented_shape, nullptr},
+    {OpCode::Lstm, "lstm", AttrKind::Rnn, 3, 8, 3, not_implemented_shape, nullptr},
+    {OpCode::Gru, "gru", AttrKind::Rnn, 3, 6, 2, not_implemented_shape, nullptr},
 };
 static_assert(sizeof(kOpInfos) / sizeof(kOpInfos[0]) == kOpCodeCount - 1, "one OpInfo per OpCode");
 

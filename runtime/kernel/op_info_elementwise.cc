@@ -1,5 +1,6 @@
 // Shape functions of the elementwise ops: binary (numpy broadcasting), unary, comparison, select
 // and cast. See op_info.cc for the rules every shape function follows.
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <limits>
@@ -180,6 +181,91 @@ Status cast_shape(const OpAttrs& attrs, const TensorView* inputs, size_t input_c
   EMBER_RETURN_IF_ERROR(check_output(op, attrs.cast_to, x.dims, x.rank, ctx));
   set_output(&outputs[0], attrs.cast_to, x.dims, x.rank);
   return Status::ok();
+}
+
+// ---- Issue 17 (real-world ONNX models) ----------------------------------------------------------
+
+#define EMBER_UNARY_SHAPE(fn, name)                                                            \
+  Status fn(const OpAttrs&, const TensorView* inputs, size_t input_count, TensorView* outputs, \
+            size_t output_count, Span<const int64_t>, ErrorContext* ctx) {                     \
+    return unary_shape(name, inputs, input_count, outputs, output_count, ctx);                 \
+  }
+EMBER_UNARY_SHAPE(softplus_shape, "softplus")
+EMBER_UNARY_SHAPE(log_shape, "log")
+EMBER_UNARY_SHAPE(abs_shape, "abs")
+EMBER_UNARY_SHAPE(reciprocal_shape, "reciprocal")
+EMBER_UNARY_SHAPE(floor_shape, "floor")
+EMBER_UNARY_SHAPE(ceil_shape, "ceil")
+EMBER_UNARY_SHAPE(round_shape, "round")
+EMBER_UNARY_SHAPE(sin_shape, "sin")
+EMBER_UNARY_SHAPE(cos_shape, "cos")
+#undef EMBER_UNARY_SHAPE
+
+// The activations with parameters (alpha, beta in the HardSigmoid table): finite parameters.
+#define EMBER_PARAM_UNARY_SHAPE(fn, name)                                                           \
+  Status fn(const OpAttrs& attrs, const TensorView* inputs, size_t input_count, TensorView* outputs, \
+            size_t output_count, Span<const int64_t>, ErrorContext* ctx) {                          \
+    if (!is_finite(attrs.alpha) || !is_finite(attrs.beta)) {                                        \
+      return EMBER_FAIL(ctx, Error::InvalidArgument, "%s: alpha %g and beta %g must be finite", name, \
+                        static_cast<double>(attrs.alpha), static_cast<double>(attrs.beta));         \
+    }                                                                                               \
+    return unary_shape(name, inputs, input_count, outputs, output_count, ctx);                      \
+  }
+EMBER_PARAM_UNARY_SHAPE(leaky_relu_shape, "leaky_relu")
+EMBER_PARAM_UNARY_SHAPE(elu_shape, "elu")
+EMBER_PARAM_UNARY_SHAPE(selu_shape, "selu")
+#undef EMBER_PARAM_UNARY_SHAPE
+
+// ONNX PRelu: the slope broadcasts to x (unidirectionally): the output has x's dims.
+Status prelu_shape(const OpAttrs&, const TensorView* inputs, size_t input_count, TensorView* outputs,
+                   size_t output_count, Span<const int64_t>, ErrorContext* ctx) {
+  EMBER_RETURN_IF_ERROR(binary_shape("prelu", inputs, input_count, outputs, output_count, ctx));
+  if (outputs[0].rank != inputs[0].rank ||
+      !std::equal(outputs[0].dims, outputs[0].dims + outputs[0].rank, inputs[0].dims)) {
+    return EMBER_FAIL(ctx, Error::InvalidArgument, "prelu: slope %s does not broadcast to x %s",
+                      dims_text(inputs[1]).text, dims_text(inputs[0]).text);
+  }
+  return Status::ok();
+}
+
+// Comparisons: a, b of one dtype -> bool. And / Or / Xor: bool inputs.
+#define EMBER_COMPARE_SHAPE(fn, name, bool_inputs)                                                  \
+  Status fn(const OpAttrs&, const TensorView* inputs, size_t input_count, TensorView* outputs,      \
+            size_t output_count, Span<const int64_t>, ErrorContext* ctx) {                          \
+    EMBER_RETURN_IF_ERROR(binary_shape(name, inputs, input_count, outputs, output_count, ctx));      \
+    if ((bool_inputs) && inputs[0].dtype != ScalarType::Bool) {                                     \
+      return EMBER_FAIL(ctx, Error::InvalidArgument, "%s: inputs must be bool, got %s", name,         \
+                        to_string(inputs[0].dtype));                                                \
+    }                                                                                               \
+    outputs[0].dtype = ScalarType::Bool;                                                            \
+    return Status::ok();                                                                            \
+  }
+EMBER_COMPARE_SHAPE(greater_shape, "greater", false)
+EMBER_COMPARE_SHAPE(less_shape, "less", false)
+EMBER_COMPARE_SHAPE(greater_equal_shape, "greater_equal", false)
+EMBER_COMPARE_SHAPE(less_equal_shape, "less_equal", false)
+EMBER_COMPARE_SHAPE(and_shape, "and", true)
+EMBER_COMPARE_SHAPE(or_shape, "or", true)
+EMBER_COMPARE_SHAPE(xor_shape, "xor", true)
+#undef EMBER_COMPARE_SHAPE
+
+Status not_shape(const OpAttrs&, const TensorView* inputs, size_t input_count, TensorView* outputs,
+                 size_t output_count, Span<const int64_t>, ErrorContext* ctx) {
+  EMBER_RETURN_IF_ERROR(unary_shape("not", inputs, input_count, outputs, output_count, ctx));
+  if (inputs[0].dtype != ScalarType::Bool) {
+    return EMBER_FAIL(ctx, Error::InvalidArgument, "not: input must be bool, got %s", to_string(inputs[0].dtype));
+  }
+  return Status::ok();
+}
+
+Status max_shape(const OpAttrs&, const TensorView* inputs, size_t input_count, TensorView* outputs,
+                 size_t output_count, Span<const int64_t>, ErrorContext* ctx) {
+  return binary_shape("max", inputs, input_count, outputs, output_count, ctx);
+}
+
+Status min_shape(const OpAttrs&, const TensorView* inputs, size_t input_count, TensorView* outputs,
+                 size_t output_count, Span<const int64_t>, ErrorContext* ctx) {
+  return binary_shape("min", inputs, input_count, outputs, output_count, ctx);
 }
 
 }  // namespace ember::internal

@@ -76,11 +76,26 @@ using ShapeFunction = std::remove_pointer_t<ShapeFn>;
 ShapeFunction add_shape, sub_shape, mul_shape, div_shape, pow_shape, equal_shape, where_shape;
 ShapeFunction relu_shape, silu_shape, sigmoid_shape, tanh_shape, hard_swish_shape, erf_shape,
     sqrt_shape, exp_shape, neg_shape, gelu_shape, clip_shape, hard_sigmoid_shape, cast_shape;
+// Issue 17.
+ShapeFunction softplus_shape, log_shape, abs_shape, reciprocal_shape, floor_shape, ceil_shape, round_shape,
+    sin_shape, cos_shape, leaky_relu_shape, elu_shape, selu_shape, prelu_shape, greater_shape, less_shape,
+    greater_equal_shape, less_equal_shape, and_shape, or_shape, xor_shape, not_shape, max_shape, min_shape;
 
 // op_info_nn.cc: linear algebra, convolution and pooling, normalization, reductions.
 ShapeFunction matmul_shape, linear_shape, conv2d_shape, max_pool2d_shape, avg_pool2d_shape,
     global_avg_pool2d_shape, softmax_shape, layer_norm_shape, batch_norm_shape, reduce_mean_shape,
     reduce_sum_shape;
+
+// [issue 17: elementwise ops]
+
+// [issue 17: reductions and index ops]
+
+// [issue 17: resize, conv_transpose2d]
+
+// [issue 17: lstm, gru]
+
+// Ops whose shape function is not written yet: always NotSupported (op_info.cc).
+ShapeFunction not_implemented_shape;
 
 // op_info_movement.cc
 ShapeFunction reshape_shape, transpose_shape, concat_shape, slice_shape, pad_shape, gather_shape,

@@ -10,6 +10,9 @@ namespace ember {
 namespace {
 
 constexpr uint32_t kNoIndex = 0xFFFFFFFFu;
+// LSTM: 3 activations per direction, 2 directions (= kMaxRnnActivations in runtime/kernel/op.h; the
+// program library does not include the kernel headers; graph_runner.cc asserts they agree).
+constexpr uint32_t kMaxRnnActs = 6;
 
 // The FlatBuffers verifier (2.0.8) checks a vector's length field for 4-byte alignment only, not its
 // elements: a hostile file can place [long] or [Dim] vectors 4 bytes off, and reading them would be
@@ -340,6 +343,26 @@ class GraphValidator {
         *attrs = fb::Attributes::NONE; return true;
       case fb::OpCode::PagedAttention:
         *attrs = fb::Attributes::AttentionAttrs; *state_mask = (1u << 3) | (1u << 4); return true;
+      // Issue 17.
+      case fb::OpCode::LeakyRelu: case fb::OpCode::Elu: case fb::OpCode::Selu:
+        *attrs = fb::Attributes::HardSigmoidAttrs; return true;
+      case fb::OpCode::PRelu: case fb::OpCode::Softplus: case fb::OpCode::Log: case fb::OpCode::Abs:
+      case fb::OpCode::Reciprocal: case fb::OpCode::Floor: case fb::OpCode::Ceil: case fb::OpCode::Round:
+      case fb::OpCode::Sin: case fb::OpCode::Cos: case fb::OpCode::Greater: case fb::OpCode::Less:
+      case fb::OpCode::GreaterOrEqual: case fb::OpCode::LessOrEqual: case fb::OpCode::And: case fb::OpCode::Or:
+      case fb::OpCode::Xor: case fb::OpCode::Not: case fb::OpCode::Max: case fb::OpCode::Min:
+        *attrs = fb::Attributes::NONE; return true;
+      case fb::OpCode::ReduceMax: case fb::OpCode::ReduceMin: case fb::OpCode::ReduceProd:
+        *attrs = fb::Attributes::ReduceAttrs; return true;
+      case fb::OpCode::ArgMax: case fb::OpCode::ArgMin: *attrs = fb::Attributes::ArgAttrs; return true;
+      case fb::OpCode::TopK: *attrs = fb::Attributes::TopKAttrs; return true;
+      case fb::OpCode::CumSum: *attrs = fb::Attributes::CumSumAttrs; return true;
+      case fb::OpCode::GatherElements: *attrs = fb::Attributes::AxisAttrs; return true;
+      case fb::OpCode::GroupNorm: *attrs = fb::Attributes::GroupNormAttrs; return true;
+      case fb::OpCode::Resize: *attrs = fb::Attributes::ResizeAttrs; return true;
+      case fb::OpCode::ConvTranspose2d: *attrs = fb::Attributes::Conv2dAttrs; *optional_mask = 1u << 2; return true;
+      case fb::OpCode::Lstm: *attrs = fb::Attributes::RnnAttrs; *optional_mask = 0xF8; return true;
+      case fb::OpCode::Gru: *attrs = fb::Attributes::RnnAttrs; *optional_mask = 0x38; return true;
       default: return false;
     }
   }
@@ -395,6 +418,9 @@ class GraphValidator {
           return fail_instruction(i, "conv2d output clamp [%g, %g] has a NaN bound", double(lo), double(hi));
         }
         if (lo > hi) return fail_instruction(i, "conv2d output clamp min %g > max %g", double(lo), double(hi));
+        if (a->output_padding() != nullptr && size_of(a->output_padding()) != 2) {
+          return fail_instruction(i, "conv output_padding has %u entries (expected 2)", size_of(a->output_padding()));
+        }
         const bool clamps = lo > -std::numeric_limits<float>::infinity() || hi < std::numeric_limits<float>::infinity();
         if (clamps && (program_.required_features() & kFeatureConvClamp) == 0) {
           return fail_instruction(i, "conv2d output clamp [%g, %g] without the conv_clamp feature bit", double(lo),
@@ -424,6 +450,41 @@ class GraphValidator {
           return fail_instruction(i, "reduce over more than %d axes", kMaxRank);
         }
         return Status::ok();
+      case fb::Attributes::ResizeAttrs: {
+        const fb::ResizeAttrs* a = call.attrs_as_ResizeAttrs();
+        if (!aligned8(a->sizes())) return fail_instruction(i, "resize sizes vector is not 8-byte aligned");
+        if (size_of(a->scales()) > static_cast<uint32_t>(kMaxRank) || size_of(a->sizes()) != size_of(a->scales())) {
+          return fail_instruction(i, "resize has %u scales and %u sizes (one each per dim, rank <= %d)",
+                                  size_of(a->scales()), size_of(a->sizes()), kMaxRank);
+        }
+        if (a->mode() < fb::ResizeMode::Nearest || a->mode() > fb::ResizeMode::Cubic ||
+            a->coord() < fb::ResizeCoord::HalfPixel || a->coord() > fb::ResizeCoord::HalfPixelSymmetric ||
+            a->nearest() < fb::ResizeNearest::RoundPreferFloor || a->nearest() > fb::ResizeNearest::Ceil) {
+          return fail_instruction(i, "resize mode %u / coordinate mode %u / nearest mode %u out of range",
+                                  static_cast<unsigned>(a->mode()), static_cast<unsigned>(a->coord()),
+                                  static_cast<unsigned>(a->nearest()));
+        }
+        return Status::ok();
+      }
+      case fb::Attributes::RnnAttrs: {
+        const fb::RnnAttrs* a = call.attrs_as_RnnAttrs();
+        const uint32_t n = size_of(a->activations());
+        if (a->direction() < fb::RnnDirection::Forward || a->direction() > fb::RnnDirection::Bidirectional) {
+          return fail_instruction(i, "rnn direction %u out of range", static_cast<unsigned>(a->direction()));
+        }
+        if (n > kMaxRnnActs || size_of(a->activation_alpha()) != n ||
+            size_of(a->activation_beta()) != n) {
+          return fail_instruction(i, "rnn has %u activations, %u alphas and %u betas (equal counts, <= %d)", n,
+                                  size_of(a->activation_alpha()), size_of(a->activation_beta()), kMaxRnnActs);
+        }
+        for (uint32_t k = 0; k < n; ++k) {
+          const auto act = a->activations()->Get(k);
+          if (act < fb::RnnActivation::Sigmoid || act > fb::RnnActivation::Softplus) {
+            return fail_instruction(i, "rnn activation %u is %u (out of range)", k, static_cast<unsigned>(act));
+          }
+        }
+        return Status::ok();
+      }
       case fb::Attributes::PadAttrs: {
         const fb::PadAttrs* a = call.attrs_as_PadAttrs();
         if (!aligned8(a->pads())) return fail_instruction(i, "pad pads vector is not 8-byte aligned");

@@ -269,6 +269,9 @@ class Importer {
   void declare_inputs();
   void read_initializers();
   void convert_node(const FlatNode& node, size_t index);
+  // convert_node, recording a node's failure and going on with the rest (failures_, poisoned_).
+  void convert_or_record(const FlatNode& node, size_t index);
+  [[noreturn]] void throw_failures() const;
   void bind_outputs();
 
   // Values.
@@ -362,6 +365,14 @@ class Importer {
   void op_scatter_nd(NodeContext& ctx);
   void op_einsum(NodeContext& ctx);
   void op_quantized(NodeContext& ctx);
+  // [issue 17: elementwise ops]
+
+  // [issue 17: reductions and index ops]
+
+  // [issue 17: resize, conv_transpose2d]
+
+  // [issue 17: lstm, gru]
+
   static const std::map<std::string, Handler>& handlers();
 
   // Shared pieces.
@@ -386,6 +397,15 @@ class Importer {
   std::unique_ptr<ShapeInference> inference_;
   // Aliases (Identity, Dropout, fused ops) share one Entry, so a constant is materialized once.
   std::unordered_map<std::string, std::shared_ptr<Entry>> env_;
+  // Keep-going import (issue 17): the nodes that failed, and the names their failure left undefined
+  // (their outputs, and the outputs of every node that read one, transitively).
+  struct Failure {
+    std::string op_type;
+    std::string message;  // "onnx: <Op> node '<name>' (opset N): <reason>"
+  };
+  std::vector<Failure> failures_;
+  std::set<std::string> poisoned_;
+  size_t skipped_nodes_ = 0;
   std::unordered_map<std::string, int> use_count_;
   std::set<std::string> graph_output_names_;
   std::set<std::string> node_names_;

@@ -213,7 +213,8 @@ void Importer::declare_inputs() {
         const InputDimSpec& d = spec->dims[i];
         if (onnx_rank >= 0) {
           const auto& od = tt.shape().dim(static_cast<int>(i));
-          if (od.has_dim_value() && (d.size < 0 || d.size != od.dim_value())) {
+          // A negative dim_value (some exporters write -1) is an unknown dim: the spec bounds it.
+          if (od.has_dim_value() && od.dim_value() >= 0 && (d.size < 0 || d.size != od.dim_value())) {
             throw ExportError("--input-shape '" + spec->text + "': dim " + std::to_string(i) + " is " +
                               (d.size >= 0 ? std::to_string(d.size) : "symbol '" + d.symbol + "'") +
                               ", but the model fixes it to " + std::to_string(od.dim_value()));
@@ -244,7 +245,10 @@ void Importer::declare_inputs() {
           continue;
         }
         throw ExportError(what + ": dim " + std::to_string(i) + " is " +
-                          (param.empty() ? std::string("unknown") : "symbolic ('" + param + "')") +
+                          (param.empty() ? std::string(od.has_dim_value() ? "unknown (dim_value " +
+                                                                                std::to_string(od.dim_value()) + ")"
+                                                                          : "unknown")
+                                         : "symbolic ('" + param + "')") +
                           "; give its size or bounds, e.g. --input-shape " + in->name() + "=" +
                           (param.empty() ? std::string("batch") : param) + ":1..8x...");
       }
@@ -651,6 +655,14 @@ const std::map<std::string, Importer::Handler>& Importer::handlers() {
       {"QLinearMatMul", &Importer::op_quantized},
       {"MatMulInteger", &Importer::op_quantized},
       {"ConvInteger", &Importer::op_quantized},
+  // [issue 17: elementwise ops]
+
+  // [issue 17: reductions and index ops]
+
+  // [issue 17: resize, conv_transpose2d]
+
+  // [issue 17: lstm, gru]
+
   };
   return kHandlers;
 }
@@ -686,6 +698,46 @@ void Importer::convert_node(const FlatNode& flat, size_t index) {
     if (msg.rfind("onnx: ", 0) == 0) throw;
     throw ExportError(ctx.where() + ": " + msg);
   }
+}
+
+void Importer::convert_or_record(const FlatNode& flat, size_t index) {
+  const onnx::NodeProto& proto = flat.proto;
+  const bool downstream = std::any_of(proto.input().begin(), proto.input().end(),
+                                      [&](const std::string& in) { return poisoned_.count(in) != 0; });
+  if (!downstream) {
+    try {
+      convert_node(flat, index);
+      return;
+    } catch (const ExportError& e) {
+      failures_.push_back(Failure{proto.op_type(), e.what()});
+    }
+  } else {
+    ++skipped_nodes_;
+    ++stats_.onnx_ops[proto.op_type()];
+  }
+  // Its outputs are unknown from here on: every reader is skipped (not reported: it may well be
+  // supported) and the import fails at the end with every failure listed.
+  for (const std::string& out : proto.output()) {
+    if (out.empty()) continue;
+    poisoned_.insert(out);
+    env_.erase(out);
+  }
+}
+
+void Importer::throw_failures() const {
+  if (failures_.size() == 1 && skipped_nodes_ == 0) throw ExportError(failures_[0].message);
+  std::map<std::string, int> by_type;
+  for (const Failure& f : failures_) ++by_type[f.op_type];
+  std::string types;
+  for (const auto& [op, n] : by_type) types += (types.empty() ? "" : ", ") + op + " x" + std::to_string(n);
+  std::string msg = "onnx: " + std::to_string(failures_.size()) + " node" + (failures_.size() == 1 ? "" : "s") +
+                    " could not be imported (" + types + ")";
+  if (skipped_nodes_ > 0) msg += "; " + std::to_string(skipped_nodes_) + " more read their outputs and were not tried";
+  msg += ":";
+  constexpr size_t kMaxListed = 40;
+  for (size_t i = 0; i < failures_.size() && i < kMaxListed; ++i) msg += "\n  " + failures_[i].message;
+  if (failures_.size() > kMaxListed) msg += "\n  ... and " + std::to_string(failures_.size() - kMaxListed) + " more";
+  throw ExportError(msg);
 }
 
 void Importer::bind_outputs() {
@@ -735,7 +787,8 @@ OnnxImport Importer::run() {
   }
   inference_ = std::make_unique<ShapeInference>(graph_);
   for (size_t v = 0; v < graph_.values.size(); ++v) inference_->add_source(static_cast<int>(v));
-  for (size_t i = 0; i < nodes_.size(); ++i) convert_node(nodes_[i], i);
+  for (size_t i = 0; i < nodes_.size(); ++i) convert_or_record(nodes_[i], i);
+  if (!failures_.empty()) throw_failures();
   bind_outputs();
   remove_dead_code(graph_);
   graph_.check_structure();
