@@ -118,7 +118,7 @@ ExportResult export_graph(Graph graph, const ExportOptions& options) {
   return r;
 }
 
-std::string format_summary(const ExportResult& r) {
+std::string format_summary(const ExportResult& r, bool instructions) {
   const Graph& g = r.graph;
   std::string s;
   char buf[256];
@@ -139,8 +139,12 @@ std::string format_summary(const ExportResult& r) {
   s += "backends:";
   for (const auto& [backend, count] : per_backend) s += " " + backend + " " + std::to_string(count) + " nodes";
   s += "\n";
-  s += "instructions (" + std::to_string(r.partition.steps.size()) + "):\n";
-  for (size_t i = 0; i < r.partition.steps.size(); ++i) {
+  size_t delegate_calls = 0;
+  for (const Step& step : r.partition.steps) delegate_calls += step.kind == Step::Kind::Kernel ? 0 : 1;
+  s += "instructions: " + std::to_string(r.partition.steps.size()) + " (" +
+       std::to_string(r.partition.steps.size() - delegate_calls) + " kernel calls, " + std::to_string(delegate_calls) +
+       " delegate calls)" + (instructions ? ":" : "; --verbose lists them") + "\n";
+  for (size_t i = 0; instructions && i < r.partition.steps.size(); ++i) {
     const Step& step = r.partition.steps[i];
     if (step.kind == Step::Kind::Kernel) {
       const Node& n = g.nodes[static_cast<size_t>(step.index)];

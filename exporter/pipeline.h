@@ -70,8 +70,9 @@ struct ExportResult {
 
 ExportResult export_graph(Graph graph, const ExportOptions& options);
 
-// The multi-line report the CLI prints: op histogram, instruction -> backend, weight bytes, arena
-// sizes and the planner line.
-std::string format_summary(const ExportResult& result);
+// The multi-line report the CLI prints: op histogram, the instruction count per kind and backend,
+// weight bytes, arena sizes and the planner line; `instructions` adds one line per instruction
+// (instruction -> backend; `exporter --verbose`).
+std::string format_summary(const ExportResult& result, bool instructions = false);
 
 }  // namespace ember::exporter

@@ -244,6 +244,9 @@ int run_cli(int argc, const char* const* argv, std::ostream& out, std::ostream& 
   app.add_option("--seed", seed_text, "seed of the example's weights (0..2^64-1)")->capture_default_str()
       ->type_name("INT");
   app.add_flag("--strip-debug", strip_debug, "omit the debug segment (node names, source ops)");
+  bool quiet = false, verbose = false;
+  app.add_flag("--quiet,-q", quiet, "print only the first line (source -> output), warnings and errors");
+  app.add_flag("--verbose,-v", verbose, "also list every instruction with the backend that runs it");
   app.add_flag("--no-fold", no_fold, "skip constant folding");
   app.add_flag("--no-conv-clamp-fusion", no_conv_clamp_fusion,
                "keep relu / clip after conv2d as their own instructions (by default they become the conv's "
@@ -274,6 +277,7 @@ int run_cli(int argc, const char* const* argv, std::ostream& out, std::ostream& 
       throw CLI::ValidationError("give either an ONNX model file or --example (not both)");
     }
     if (!example.empty() && !input_shapes.empty()) throw CLI::ValidationError("--input-shape applies to ONNX models only");
+    if (quiet && verbose) throw CLI::ValidationError("--quiet and --verbose exclude each other");
     const bool is_llm = !model.empty() && std::filesystem::is_directory(model);
     for (const char* name : {"--max-seqs", "--max-tokens", "--max-context", "--block-size", "--kv-dtype", "--kv-scale",
                              "--emit-logits", "--no-logprobs"}) {
@@ -417,6 +421,7 @@ int run_cli(int argc, const char* const* argv, std::ostream& out, std::ostream& 
     err << warning;
     for (const std::string& w : result.warnings) err << "exporter: warning: " << w << "\n";
     out << "exporter: " << source << " -> " << output << "\n";
+    if (quiet) return 0;
     out << import_summary;
     out << "manifest: " << (manifest ? manifest->source() : std::string("none")) << "; backends: " << backends << "\n";
     if (!compile_spec_texts.empty()) {
@@ -426,7 +431,7 @@ int run_cli(int argc, const char* const* argv, std::ostream& out, std::ostream& 
     }
     if (!symbols.empty()) out << "symbols: " << symbols << "\n";
     if (result.quantize) out << format_quantize_report(*result.quantize);
-    out << format_summary(result);
+    out << format_summary(result, verbose);
     const double total = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     char buf[96];
     std::snprintf(buf, sizeof(buf), "total: %.1f ms\n", total * 1e3);

@@ -46,6 +46,8 @@ struct PagedPlan {
   ScalarType dtype;
   float cache_scale;
   float scale;
+  float softcap;   // > 0: scores soft-capped
+  int64_t window;  // > 0: sliding window
   const int32_t* tables;
   const int32_t* lens;
   const int32_t* starts;
@@ -211,7 +213,8 @@ void AttendGroup(const PagedPlan& p, int64_t t, int64_t s, int64_t pos, int64_t 
   const int32_t* table = p.tables + s * p.max_blocks;
   const float* krow[kTile];
   const float* vrow[kTile];
-  for (int64_t j0 = 0; j0 <= pos; j0 += kTile) {
+  const int64_t first = p.window > 0 && pos - p.window + 1 > 0 ? pos - p.window + 1 : 0;
+  for (int64_t j0 = first; j0 <= pos; j0 += kTile) {
     const int64_t n = pos + 1 - j0 < kTile ? pos + 1 - j0 : kTile;
     for (int64_t jj = 0; jj < n; ++jj) {
       const int64_t j = j0 + jj;
@@ -225,7 +228,13 @@ void AttendGroup(const PagedPlan& p, int64_t t, int64_t s, int64_t pos, int64_t 
       int64_t jj = 0;
       for (; jj + 4 <= n; jj += 4) Dot4(qs[i], krow + jj, dp, w + jj);
       for (; jj < n; ++jj) w[jj] = Dot1(qs[i], krow[jj], dp);
-      for (; jj < npad; ++jj) w[jj] = -INFINITY;
+      if (p.softcap > 0.0f) {
+        const VF cap = hn::Set(df, p.softcap), inv = hn::Set(df, 1.0f / p.softcap);
+        for (jj = 0; jj < n; jj += lanes) {
+          hn::Store(hn::Mul(cap, hn::Tanh(df, hn::Mul(hn::Load(df, w + jj), inv))), df, w + jj);
+        }
+      }
+      for (jj = n; jj < npad; ++jj) w[jj] = -INFINITY;
       float mt = m[i];
       for (jj = 0; jj < n; ++jj) mt = w[jj] > mt ? w[jj] : mt;
       const float c = std::exp(m[i] - mt);  // exp(-inf) = 0 on the first tile
@@ -309,8 +318,14 @@ Status paged_attention(const KernelContext& context, const float* q, const float
                        void* v_cache, int64_t block_count, int64_t block_size, float cache_scale,
                        const int32_t* slot_mapping, const int32_t* block_tables,
                        int64_t max_blocks, const int32_t* context_lens,
-                       const int32_t* query_start, float scale, float* out, ErrorContext* error) {
+                       const int32_t* query_start, float scale, float* out, ErrorContext* error,
+                       AttentionOptions options) {
   using namespace cpu_detail;
+  if (options.window < 0 || !(options.softcap >= 0.0f) || !std::isfinite(options.softcap)) {
+    return EMBER_FAIL(error, Error::InvalidArgument,
+                      "paged_attention: window %lld must be >= 0 and softcap %g finite and >= 0",
+                      ll(options.window), static_cast<double>(options.softcap));
+  }
   EMBER_RETURN_IF_ERROR(check_paged_attention_args(q, k, v, token_count, seq_count, q_heads, kv_heads,
                                                    head_dim, cache_dtype, k_cache, v_cache, block_count,
                                                    block_size, cache_scale, slot_mapping, block_tables,
@@ -362,6 +377,8 @@ Status paged_attention(const KernelContext& context, const float* q, const float
   plan.dtype = cache_dtype;
   plan.cache_scale = cache_scale;
   plan.scale = scale;
+  plan.softcap = options.softcap;
+  plan.window = options.window;
   plan.tables = block_tables;
   plan.lens = context_lens;
   plan.starts = query_start;
@@ -390,7 +407,8 @@ void paged_attention_op(KernelContext& ctx, const OpAttrs& attrs, const TensorVi
       ctx, in[0].data_as<const float>(), in[1].data_as<const float>(), in[2].data_as<const float>(),
       in[0].dims[0], in[6].dims[0], in[0].dims[1], in[1].dims[1], in[0].dims[2], kc.dtype, kc.data, in[4].data,
       kc.dims[0], kc.dims[1], attrs.kv_scale, in[5].data_as<const int32_t>(), in[6].data_as<const int32_t>(),
-      in[6].dims[1], in[7].data_as<const int32_t>(), in[8].data_as<const int32_t>(), attrs.attn_scale, out);
+      in[6].dims[1], in[7].data_as<const int32_t>(), in[8].data_as<const int32_t>(), attrs.attn_scale, out, nullptr,
+      AttentionOptions{attrs.attn_window, attrs.attn_softcap});
   // Arguments the op's input check rejected never get here; if they do, nothing was written.
   if (!status.is_ok()) std::memset(out, 0, static_cast<size_t>(outputs[0].nbytes()));
 }

@@ -12,6 +12,9 @@
 //   c = exp(m - m') (0 for the first tile), w_j = exp(s_j - m') (Highway's Exp),
 //   l = l · c + Σ_j w_j (lane sum), acc = acc · c + Σ_j w_j · V_j (FMAs in increasing j);
 //   out = acc / l.
+// AttentionOptions (the reference's step 2): a window starts the walk at max(0, p - window + 1) (the
+// tiles then start there); a softcap maps each s_j to softcap · tanh(s_j / softcap) (Highway's Tanh)
+// before the max.
 // This is the online ("flash") softmax: one pass over K and V, O(D) state per query head. Against
 // the reference (exact max, sums in double) the error is that of f32 dot products and exp (tests:
 // relative L2 <= 1e-5 per output). NaN inputs give unspecified outputs (the reference propagates
@@ -37,6 +40,7 @@
 #include "runtime/core/scalar_type.h"
 #include "runtime/core/status.h"
 #include "runtime/kernel/kernel.h"
+#include "runtime/kernel/paged_attention_args.h"
 
 namespace ember::kernels::cpu {
 
@@ -49,6 +53,6 @@ Status paged_attention(const KernelContext& context, const float* q, const float
                        const int32_t* slot_mapping, const int32_t* block_tables,
                        int64_t max_blocks, const int32_t* context_lens,
                        const int32_t* query_start, float scale, float* out,
-                       ErrorContext* error = nullptr);
+                       ErrorContext* error = nullptr, AttentionOptions options = {});
 
 }  // namespace ember::kernels::cpu

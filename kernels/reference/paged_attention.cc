@@ -42,7 +42,11 @@ Status paged_attention(const float* q, const float* k, const float* v, int64_t t
                        int64_t block_size, float cache_scale, const int32_t* slot_mapping,
                        const int32_t* block_tables, int64_t max_blocks,
                        const int32_t* context_lens, const int32_t* query_start, float scale,
-                       float* out, ErrorContext* ctx) {
+                       float* out, ErrorContext* ctx, AttentionOptions options) {
+  if (options.window < 0 || !(options.softcap >= 0.0f) || !std::isfinite(options.softcap)) {
+    return EMBER_FAIL(ctx, Error::InvalidArgument, "paged_attention: window %lld must be >= 0 and softcap %g finite and >= 0",
+                      static_cast<long long>(options.window), static_cast<double>(options.softcap));
+  }
   EMBER_RETURN_IF_ERROR(check_paged_attention_args(q, k, v, token_count, seq_count, q_heads, kv_heads,
                                                    head_dim, cache_dtype, k_cache, v_cache, block_count,
                                                    block_size, cache_scale, slot_mapping, block_tables,
@@ -78,10 +82,12 @@ Status paged_attention(const float* q, const float* k, const float* v, int64_t t
           for (int64_t d = 0; d < D; ++d) {
             dot += double(qh[d]) * decode(cache_dtype, cache_scale, k_cache, at(j, kvh) + d);
           }
-          return double(scale) * dot;
+          const double sc = double(scale) * dot;
+          return options.softcap > 0.0f ? double(options.softcap) * std::tanh(sc / double(options.softcap)) : sc;
         };
+        const int64_t first = options.window > 0 && pos - options.window + 1 > 0 ? pos - options.window + 1 : 0;
         double max_score = -INFINITY;  // a NaN score sticks, so NaN inputs give NaN outputs
-        for (int64_t j = 0; j <= pos; ++j) {
+        for (int64_t j = first; j <= pos; ++j) {
           const double sc = score(j);
           if (sc > max_score || std::isnan(sc)) max_score = sc;
         }
@@ -89,7 +95,7 @@ Status paged_attention(const float* q, const float* k, const float* v, int64_t t
           const int64_t n = D - d0 < kTile ? D - d0 : kTile;
           double acc[kTile] = {};
           double sum = 0.0;
-          for (int64_t j = 0; j <= pos; ++j) {
+          for (int64_t j = first; j <= pos; ++j) {
             const double w = std::exp(score(j) - max_score);
             sum += w;
             for (int64_t d = 0; d < n; ++d) {
@@ -117,7 +123,8 @@ void paged_attention_op(KernelContext&, const OpAttrs& attrs, const TensorView* 
       in[0].data_as<const float>(), in[1].data_as<const float>(), in[2].data_as<const float>(), in[0].dims[0],
       in[6].dims[0], in[0].dims[1], in[1].dims[1], in[0].dims[2], kc.dtype, kc.data, in[4].data, kc.dims[0],
       kc.dims[1], attrs.kv_scale, in[5].data_as<const int32_t>(), in[6].data_as<const int32_t>(), in[6].dims[1],
-      in[7].data_as<const int32_t>(), in[8].data_as<const int32_t>(), attrs.attn_scale, out);
+      in[7].data_as<const int32_t>(), in[8].data_as<const int32_t>(), attrs.attn_scale, out, nullptr,
+      AttentionOptions{attrs.attn_window, attrs.attn_softcap});
   if (!status.is_ok()) std::memset(out, 0, static_cast<size_t>(outputs[0].nbytes()));
 }
 

@@ -30,6 +30,10 @@
 //      out[t, h] = Σ_j exp(score_j - max_j score) · V_j  /  Σ_j exp(score_j - max_j score)
 //    The reference computes every sum, the scale product and exp in double (max subtraction first),
 //    and rounds each output element to f32 once.
+//    Options (issue 17): with window > 0 the query at position p attends positions
+//    max(0, p - window + 1)..p only (Mistral / Gemma sliding-window layers: key j is visible when
+//    p - j < window); with softcap > 0 each score becomes softcap · tanh(score / softcap) before the
+//    softmax (Gemma 2), in double.
 // 3. Tokens t >= query_start[S] (owned by no sequence: padding) get out[t] = 0.
 // Cache slots at or beyond a sequence's context_len are never read (the pool is uninitialised), nor
 // is any block a sequence does not list for a position < its context_len. Every live token's slot
@@ -60,6 +64,7 @@
 
 #include "runtime/core/scalar_type.h"
 #include "runtime/core/status.h"
+#include "runtime/kernel/paged_attention_args.h"
 
 namespace ember::kernels::reference {
 
@@ -69,6 +74,6 @@ Status paged_attention(const float* q, const float* k, const float* v, int64_t t
                        int64_t block_size, float cache_scale, const int32_t* slot_mapping,
                        const int32_t* block_tables, int64_t max_blocks,
                        const int32_t* context_lens, const int32_t* query_start, float scale,
-                       float* out, ErrorContext* ctx = nullptr);
+                       float* out, ErrorContext* ctx = nullptr, AttentionOptions options = {});
 
 }  // namespace ember::kernels::reference

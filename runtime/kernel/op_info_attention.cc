@@ -91,11 +91,9 @@ Status paged_attention_shape(const OpAttrs& attrs, const TensorView* inputs, siz
     return EMBER_FAIL(ctx, Error::InvalidArgument, "paged_attention: FP8 kv_scale %g must be finite and > 0",
                       static_cast<double>(attrs.kv_scale));
   }
-  // Issue 17 added the fields; until the kernels implement them, a program that sets them is refused
-  // here (never run as plain attention).
-  if (attrs.attn_window != 0 || attrs.attn_softcap != 0.0f) {
-    return EMBER_FAIL(ctx, Error::NotSupported,
-                      "paged_attention: sliding_window %d / softcap %g are not implemented yet",
+  if (attrs.attn_window < 0 || !(attrs.attn_softcap >= 0.0f) || !std::isfinite(attrs.attn_softcap)) {
+    return EMBER_FAIL(ctx, Error::InvalidArgument,
+                      "paged_attention: sliding_window %d must be >= 0 and softcap %g finite and >= 0",
                       static_cast<int>(attrs.attn_window), static_cast<double>(attrs.attn_softcap));
   }
   EMBER_RETURN_IF_ERROR(check_output(op, ScalarType::F32, q.dims, 3, ctx));

@@ -11,6 +11,13 @@
 
 namespace ember {
 
+// Variants of the paged attention rule (kernels/reference/paged_attention.h, step 2); the defaults
+// are plain causal attention. From the op's AttentionAttrs (sliding_window, softcap).
+struct AttentionOptions {
+  int64_t window = 0;    // > 0: sliding window of this many positions (the query's own included)
+  float softcap = 0.0f;  // > 0: score soft-capping
+};
+
 // Bytes of one cache element of `dtype`: 4 (F32), 2 (BF16, F16), 1 (F8E4M3FN); 0 for any other.
 size_t paged_cache_element_bytes(ScalarType dtype);
 

@@ -52,13 +52,42 @@ TEST(CliTest, CommandLineMistakesAreOneLineEach) {
   EXPECT_EQ(r.err.rfind("exporter: error: ", 0), 0u) << r.err;
 }
 
+// Issue 17: the default report is a summary (instruction counts); --verbose lists every
+// instruction, --quiet prints one line; both together are a usage error.
+TEST(CliTest, QuietSummaryAndVerboseReports) {
+  const std::string path = testing::temp_path("cnn_report.pte");
+  const std::vector<std::string> base = {"--example", "cnn", "-o", path, "--manifest",
+                                         testing::test_data_path("test_manifest.json")};
+  const CliRun summary = run(base);
+  ASSERT_EQ(summary.code, 0) << summary.err;
+  EXPECT_NE(summary.out.find("instructions: "), std::string::npos) << summary.out;
+  EXPECT_NE(summary.out.find(" kernel calls, 0 delegate calls); --verbose lists them\n"), std::string::npos) << summary.out;
+  EXPECT_EQ(summary.out.find("-> portable\n"), std::string::npos) << summary.out;
+  std::vector<std::string> args = base;
+  args.push_back("--verbose");
+  const CliRun verbose = run(args);
+  ASSERT_EQ(verbose.code, 0) << verbose.err;
+  EXPECT_NE(verbose.out.find("delegate calls):\n"), std::string::npos) << verbose.out;
+  EXPECT_NE(verbose.out.find("conv2d"), std::string::npos) << verbose.out;
+  EXPECT_NE(verbose.out.find("-> portable\n"), std::string::npos) << verbose.out;
+  args.back() = "--quiet";
+  const CliRun quiet = run(args);
+  ASSERT_EQ(quiet.code, 0) << quiet.err;
+  EXPECT_EQ(quiet.out, "exporter: example 'cnn' (seed 1) -> " + path + "\n");
+  args.push_back("--verbose");
+  const CliRun both = run(args);
+  EXPECT_EQ(both.code, 1);
+  EXPECT_NE(both.err.find("--quiet and --verbose exclude each other"), std::string::npos) << both.err;
+  std::remove(path.c_str());
+}
+
 TEST(CliTest, ExamplesAreWrittenAndPassTheChecker) {
   for (const std::string example : {"mlp", "cnn"}) {
     for (const std::string backends : {"portable", "null,portable"}) {
       SCOPED_TRACE(example + " " + backends);
       const std::string path = testing::temp_path(example + ".pte");
       const CliRun r = run({"--example", example, "-o", path, "--backends", backends, "--manifest",
-                            testing::test_data_path("test_manifest.json")});
+                            testing::test_data_path("test_manifest.json"), "--verbose"});
       ASSERT_EQ(r.code, 0) << r.err;
       EXPECT_NE(r.out.find("planned peak"), std::string::npos) << r.out;
       EXPECT_NE(r.out.find("ops:"), std::string::npos);

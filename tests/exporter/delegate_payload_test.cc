@@ -174,7 +174,7 @@ TEST(DelegatePayloadTest, PayloadNamesTheProgramStateAndTheCallPassesNone) {
     ASSERT_EQ(state_values.size(), 2u);
     EXPECT_EQ(static_cast<uint32_t>(attn->inputs()->Get(3)), state_values[0]);
     EXPECT_EQ(static_cast<uint32_t>(attn->inputs()->Get(4)), state_values[1]);
-    EXPECT_NE(format_summary(r).find("; state kv.0.k, kv.0.v"), std::string::npos) << format_summary(r);
+    EXPECT_NE(format_summary(r, true).find("; state kv.0.k, kv.0.v"), std::string::npos) << format_summary(r);
   }
 }
 

@@ -174,6 +174,11 @@ TEST(LlmConfigTest, ReadsTheThreeFamilies) {
   EXPECT_TRUE(qwen3.fp8);
   EXPECT_EQ(qwen3.fp8_block_n, 128);
   EXPECT_EQ(qwen3.fp8_block_k, 128);
+  const LlmConfig mistral = load_config(Checkpoints() + "/mistral_f32");
+  EXPECT_EQ(mistral.family, Family::Mistral);
+  EXPECT_EQ(mistral.sliding_window, 8);
+  EXPECT_EQ(llama.sliding_window, 0);
+  EXPECT_EQ(qwen2.sliding_window, 0);  // the field is null there, and use_sliding_window false
   const LlmConfig qwen3_f32 = load_config(Checkpoints() + "/qwen3_f32");
   EXPECT_EQ(qwen3_f32.head_dim, 64);  // explicit head_dim != hidden / heads
   EXPECT_NE(qwen3_f32.head_dim * qwen3_f32.num_heads, qwen3_f32.hidden_size);
@@ -244,6 +249,17 @@ TEST(LlmConfigTest, RefusesWhatItCannotImport) {
       {"{" + base + R"(,"model_type":"llama","eos_token_id":1000})", "eos token id 1000 outside"},
       {"{" + base + R"(,"model_type":"llama","head_dim":33})", "head_dim = 33 is odd"},
       {"{", "not valid JSON"},
+      // Issue 17: what a family's graph does not build is refused by name, never ignored.
+      {"{" + base + R"(,"model_type":"llama","sliding_window":4096})",
+       "sliding_window = 4096 on a llama config: Ember's llama has no sliding window"},
+      {"{" + base + R"(,"model_type":"qwen2","use_sliding_window":true,"sliding_window":64})",
+       "use_sliding_window = true is not supported for qwen2"},
+      {"{" + base + R"(,"model_type":"mistral","attn_logit_softcapping":50.0})",
+       "attn_logit_softcapping is set, which Ember does not implement for mistral"},
+      {"{" + base + R"(,"model_type":"llama","final_logit_softcapping":30.0})", "final_logit_softcapping is set"},
+      {"{" + base + R"(,"model_type":"mistral","sliding_window":16,"layer_types":["sliding_attention","full_attention"]})",
+       "layer_types[1] = \"full_attention\": every layer must be 'sliding_attention'"},
+      {"{" + base + R"(,"model_type":"mistral","sliding_window":0})", "sliding_window"},
   };
   for (const Case& c : cases) {
     write(c.body);

@@ -164,6 +164,31 @@ TEST(OnnxImporterTest, QuantizedGraphsGetANamedReason) {
   }
 }
 
+// Issue 17: the import goes on after a failing node and lists every failure (op type, node, opset,
+// reason); nodes that read a failed node's output are skipped (counted, not reported).
+TEST(OnnxImporterTest, KeepsGoingAndListsEveryUnsupportedNode) {
+  OnnxModel m(15);
+  m.input("x", kFloat, {"2"});
+  m.node("NonMaxSuppression", {"x"}, {"a"}, "nms");
+  m.node("Relu", {"a"}, {"b"}, "reads_nms");           // skipped: its input is unknown
+  m.node("Frobnicate", {"x"}, {"c"}, "frob");           // a second unsupported op type
+  auto& conv = m.node("Relu", {"x"}, {"d"}, "relu_attr");
+  attr_i(conv, "frobnicate", 1);                        // a supported op with a bad attribute
+  m.node("NonMaxSuppression", {"x"}, {"e"}, "nms2");
+  m.node("Add", {"b", "c"}, {"f"}, "add");
+  m.node("Add", {"f", "d"}, {"g"}, "add2");
+  m.node("Add", {"g", "e"}, {"y"}, "add3");
+  m.output("y");
+  const std::string err = import_error(m);
+  EXPECT_EQ(err,
+            "onnx: 4 nodes could not be imported (Frobnicate x1, NonMaxSuppression x2, Relu x1); 4 more read their "
+            "outputs and were not tried:\n"
+            "  onnx: NonMaxSuppression node 'nms' (opset 15): op type not supported by Ember's ONNX importer\n"
+            "  onnx: Frobnicate node 'frob' (opset 15): op type not supported by Ember's ONNX importer\n"
+            "  onnx: Relu node 'relu_attr' (opset 15): attribute 'frobnicate' is not supported\n"
+            "  onnx: NonMaxSuppression node 'nms2' (opset 15): op type not supported by Ember's ONNX importer");
+}
+
 TEST(OnnxImporterTest, UnsupportedOpAttributeAndDomainNameTheNode) {
   OnnxModel a(15);
   a.input("x", kFloat, {"2"});

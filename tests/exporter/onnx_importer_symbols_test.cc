@@ -51,6 +51,25 @@ TEST(InputShapeTest, ParsesSizesSymbolsAndBareNames) {
   EXPECT_THROW(parse_input_shapes({"x=1", "x=2"}), ExportError);
 }
 
+// Issue 17: some exporters write dim_value -1 for a dim they do not know. It is an unknown dim, which
+// --input-shape bounds (before, the spec was refused: "the model fixes it to -1").
+TEST(InputShapeTest, NegativeDimValueIsAnUnknownDim) {
+  OnnxModel m;
+  m.input("x", kFloat, {"-1", "3"});
+  m.node("Relu", {"x"}, {"y"}, "relu");
+  m.output("y");
+  EXPECT_EQ(import_error(m), "onnx: graph input 'x': dim 0 is unknown (dim_value -1); give its size or bounds, e.g. "
+                             "--input-shape x=batch:1..8x...");
+  const OnnxImport imported = import_model(m, {"x=batch:1..4x3"});
+  ASSERT_EQ(imported.graph.inputs.size(), 1u);
+  const Value& x = imported.graph.values[static_cast<size_t>(imported.graph.inputs[0].value)];
+  ASSERT_EQ(x.dims.size(), 2u);
+  EXPECT_EQ(x.dims[0].max, 4);
+  EXPECT_NE(x.dims[0].sym, 0);
+  EXPECT_EQ(x.dims[1].max, 3);
+  EXPECT_EQ(import_error(m, {"x=2x3"}), "");
+}
+
 // ---- Symbols and shape values -------------------------------------------------------------------
 
 TEST(OnnxImporterTest, SymbolicBatchThroughShapeGatherUnsqueezeConcatReshape) {

@@ -37,7 +37,7 @@ class OnnxModel {
     for (const std::string& d : dims) {
       auto* dim = shape->add_dim();
       if (d == "?") continue;
-      if (!d.empty() && std::isdigit(static_cast<unsigned char>(d[0]))) {
+      if (!d.empty() && (std::isdigit(static_cast<unsigned char>(d[0])) || d[0] == '-')) {
         dim->set_dim_value(std::stoll(d));
       } else {
         dim->set_dim_param(d);

@@ -191,7 +191,8 @@ TEST(OnnxCliTest, TheSummaryCountsFusedGelus) {
   const std::string path = testing::temp_path("tiny_attention.pte");
   // The test manifest has no erf kernel: only the fused model exports with it.
   const CliRun r = run_exporter({dir + "/tiny_attention_opset17.onnx", "-o", path, "--input-shape",
-                                 "input=batch:1..4xseq:1..32x16", "--manifest", testing::test_data_path("test_manifest.json")});
+                                 "input=batch:1..4xseq:1..32x16", "--manifest", testing::test_data_path("test_manifest.json"),
+                                 "--verbose"});
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_NE(r.out.find("onnx: opset 17, ir 8, producer pytorch"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find(" Erf x1 "), std::string::npos) << r.out;  // the ONNX histogram

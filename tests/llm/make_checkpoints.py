@@ -86,6 +86,10 @@ VARIANTS = {
                        intermediate_size=384),
     "qwen3_fp8": dict(family="qwen3", dtype="fp8", weights="qwen3_b", tie=True,
                       intermediate_size=384),
+    # Issue 17: Mistral = Llama's layers with a sliding window (8 positions: the 33-token prompt and
+    # the greedy continuation attend a window shorter than their context).
+    "mistral_f32": dict(family="mistral", dtype="float32", weights="mistral_a", tie=False,
+                        rope_theta=1000000.0, rms_norm_eps=1e-5, sliding_window=8),
 }
 
 # Per family: tokenizer kind, architecture, the special tokens config/generation_config name, and
@@ -98,6 +102,10 @@ FAMILIES = {
                   eos=["<|im_end|>", "<|endoftext|>"], pad="<|endoftext|>",
                   sampling={"do_sample": True, "repetition_penalty": 1.05, "temperature": 0.7,
                             "top_k": 20, "top_p": 0.8}),
+    # Mistral's releases ship a SentencePiece tokenizer; the checkpoint embeds the Llama-3-style one
+    # (the architecture test does not depend on it).
+    "mistral": dict(tokenizer="llama3", arch="MistralForCausalLM", bos="<|begin_of_text|>",
+                    eos=["<|end_of_text|>"], pad=None, sampling={}),
     "qwen3": dict(tokenizer="qwen2", arch="Qwen3ForCausalLM", bos="<|endoftext|>",
                   eos=["<|im_end|>", "<|endoftext|>"], pad="<|endoftext|>",
                   sampling={"do_sample": True, "temperature": 0.6, "top_k": 20, "top_p": 0.95}),
@@ -148,6 +156,8 @@ def make_config(variant, vocab_size, ids):
     if variant["family"] == "llama":
         config.update(attention_bias=False, head_dim=d["head_dim"], mlp_bias=False,
                       pretraining_tp=1)
+    elif variant["family"] == "mistral":
+        config.update(head_dim=d["head_dim"], sliding_window=variant["sliding_window"])
     else:  # Qwen2 and Qwen3 ship the (disabled) sliding-window fields.
         config.update(max_window_layers=d["num_hidden_layers"], sliding_window=None,
                       use_sliding_window=False)

@@ -44,7 +44,7 @@ SAFETENSORS_DTYPES = {
 }
 
 ARCHITECTURES = {"LlamaForCausalLM": "llama", "Qwen2ForCausalLM": "qwen2",
-                 "Qwen3ForCausalLM": "qwen3"}
+                 "Qwen3ForCausalLM": "qwen3", "MistralForCausalLM": "mistral"}
 
 
 def read_safetensors(path):
@@ -254,7 +254,11 @@ class Model:
         # HF: freqs = inv_freq (f32) @ positions (f32), in f32; cos/sin of that angle.
         angles = np.arange(t, dtype=np.float32)[:, None] * self.inv_freq[None, :]
         cos, sin = np.cos(angles.astype(self.dtype)), np.sin(angles.astype(self.dtype))
-        mask = np.tril(np.ones((t, t), dtype=bool))[None]
+        mask = np.tril(np.ones((t, t), dtype=bool))
+        window = self.config.get("sliding_window") if self.family == "mistral" else None
+        if window:  # transformers' sliding_window_overlay: key j visible from query i when i - j < window
+            mask &= np.triu(np.ones((t, t), dtype=bool), -(window - 1))
+        mask = mask[None]
         x = self.embed[ids]
         for layer in self.layers:
             x = x + self._attention(layer, self._rms_norm(x, layer["input_norm"]), cos, sin, mask)

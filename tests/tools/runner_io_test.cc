@@ -162,4 +162,17 @@ TEST_F(RunnerIoTest, OutputsNeverReplaceAnInput) {
   EXPECT_EQ(names, std::vector<std::string>{"probs.npy"});
 }
 
+// Issue 17: --output-dir creates the folder (and its parents) when it is missing.
+TEST_F(RunnerIoTest, OutputDirIsCreated) {
+  const std::string mlp = program();
+  const ToolRun r = runner({"--program", mlp, "--output-dir", path("new/nested")});
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(read(path("new/nested/probs.npy")).substr(0, 6), "\x93NUMPY");
+  // A path that cannot be a folder (a file is in the way) is one error line.
+  std::ofstream(path("file")) << "x";
+  const ToolRun bad = runner({"--program", mlp, "--output-dir", path("file/sub")});
+  EXPECT_EQ(bad.code, 1);
+  EXPECT_EQ(bad.err.rfind("runner: error: --output-dir " + path("file/sub") + ": cannot create the folder", 0), 0u) << bad.err;
+}
+
 }  // namespace

@@ -1,8 +1,10 @@
 #include "tools/common/npy.h"
 
+#include <cctype>
 #include <cstdio>
 #include <cstring>
 #include <limits>
+#include <set>
 #include <stdexcept>
 
 #include "tools/common/host_io.h"
@@ -339,6 +341,28 @@ bool write_npy(const std::string& path, const NpyArray& array, std::string* erro
     return fail(error, path + ": " + e.what());
   }
   return true;
+}
+
+std::vector<std::string> output_file_names(const std::vector<std::string>& names) {
+  std::vector<std::string> files;
+  std::set<std::string> taken;  // lower-case
+  auto lower = [](std::string t) {
+    for (char& c : t) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    return t;
+  };
+  for (size_t i = 0; i < names.size(); ++i) {
+    std::string base = names[i];
+    for (char& c : base) {
+      const bool keep = std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '_' || c == '-';
+      if (!keep) c = '_';
+    }
+    if (base.find_first_not_of('.') == std::string::npos) base = "output_" + std::to_string(i);
+    std::string file = base;
+    for (int k = 1; taken.count(lower(file)) != 0; ++k) file = base + "_" + std::to_string(i) + (k > 1 ? "_" + std::to_string(k) : "");
+    taken.insert(lower(file));
+    files.push_back(file + ".npy");
+  }
+  return files;
 }
 
 }  // namespace ember::tools

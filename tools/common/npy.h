@@ -43,4 +43,10 @@ bool serialize_npy(const NpyArray& array, std::vector<uint8_t>* out, std::string
 // tools::ReadLog is active).
 bool write_npy(const std::string& path, const NpyArray& array, std::string* error);
 
+// File names ("<name>.npy") for tensors named `names` (a program's outputs), safe to create inside
+// one folder: every character outside [A-Za-z0-9._-] becomes '_' ("/encoder/out:0" ->
+// "_encoder_out_0.npy"), an empty name or one of dots becomes "output_<i>", and a name that
+// repeats an earlier one (case-insensitively: macOS and Windows folders) gets "_<i>" appended.
+std::vector<std::string> output_file_names(const std::vector<std::string>& names);
+
 }  // namespace ember::tools

@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <memory>
+#include <filesystem>
 #include <random>
 #include <string>
 #include <vector>
@@ -422,6 +423,20 @@ int run_program(const Options& o) {
     fill_random(view, rng);
   }
 
+  // --output-dir: created if missing (with its parents); each output's file name is its name made
+  // safe (output_file_names), decided before running so a bad folder fails before the work.
+  std::vector<std::string> output_files;
+  if (!o.output_dir.empty()) {
+    std::error_code ec;
+    std::filesystem::create_directories(o.output_dir, ec);
+    if (ec || !std::filesystem::is_directory(o.output_dir)) {
+      fail("--output-dir " + o.output_dir + ": cannot create the folder" + (ec ? ": " + ec.message() : std::string()));
+    }
+    std::vector<std::string> names;
+    for (size_t i = 0; i < meta->output_count(); ++i) names.push_back(meta->output(i).value().name);
+    output_files = tools::output_file_names(names);
+  }
+
   std::unique_ptr<ProfileTracer> tracer;
   if (!o.profile.empty()) {
     tracer = std::make_unique<ProfileTracer>(static_cast<size_t>(o.iterations) * method.instruction_count());
@@ -454,15 +469,14 @@ int run_program(const Options& o) {
       const uint8_t* bytes = out.data_as<const uint8_t>();
       array.data.assign(bytes, bytes + out.nbytes());
       std::string error;
-      // The name comes from the program file: a plain file name only, never a path out of the folder.
-      const std::string name = t.name;
-      if (name.empty() || name == "." || name == ".." || name.find('/') != std::string::npos) {
-        fail("--output-dir: output " + std::to_string(i) + " is named '" + name +
-             "' in the program, which is not a plain file name");
-      }
-      const std::string path = o.output_dir + "/" + name + ".npy";
+      const std::string& file = output_files[i];
+      const std::string path = o.output_dir + "/" + file;
       if (!tools::write_npy(path, array, &error)) fail("--output-dir " + error);
-      std::printf("    wrote %s\n", path.c_str());
+      if (file != std::string(t.name) + ".npy") {
+        std::printf("    wrote %s (output '%s': its name is not a plain file name)\n", path.c_str(), t.name);
+      } else {
+        std::printf("    wrote %s\n", path.c_str());
+      }
     }
   }
   if (tracer) {

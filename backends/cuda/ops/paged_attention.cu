@@ -498,6 +498,12 @@ EMBER_CUDA_KERNEL(paged_attention) {
     record_failure(lc, "paged_attention", "sizes beyond the kernel's 32-bit indexing");
     return;
   }
+  if (attrs.attn_window != 0 || attrs.attn_softcap != 0.0f) {
+    // Issue 17 added them to the op; this kernel does not implement them yet: an error, never plain
+    // attention in their place.
+    record_failure(lc, "paged_attention", "sliding_window / softcap are not implemented in the CUDA kernel yet");
+    return;
+  }
   if (T == 0) return;
   const Plan plan = make_plan(T, hq, hkv, max_ctx);
   const size_t need = partial_bytes(plan, T, hq, D);

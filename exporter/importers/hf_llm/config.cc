@@ -110,6 +110,7 @@ const char* to_string(Family family) {
     case Family::Llama: return "llama";
     case Family::Qwen2: return "qwen2";
     case Family::Qwen3: return "qwen3";
+    case Family::Mistral: return "mistral";
   }
   return "?";
 }
@@ -124,7 +125,8 @@ LlmConfig parse_llm_config(const std::string& config_json, const std::string& ge
   if (model_type == "llama") c.family = Family::Llama;
   else if (model_type == "qwen2") c.family = Family::Qwen2;
   else if (model_type == "qwen3") c.family = Family::Qwen3;
-  else fail(file, "model_type '" + model_type + "' is not supported (llama, qwen2, qwen3)");
+  else if (model_type == "mistral") c.family = Family::Mistral;
+  else fail(file, "model_type '" + model_type + "' is not supported (llama, mistral, qwen2, qwen3)");
   if (const json* a = find(j, "architectures"); a != nullptr && a->is_array() && !a->empty() && (*a)[0].is_string()) {
     c.architecture = (*a)[0].get<std::string>();
   }
@@ -174,7 +176,42 @@ LlmConfig parse_llm_config(const std::string& config_json, const std::string& ge
   if (act != "silu") fail(file, "hidden_act '" + act + "' is not silu");
   if (get_bool(j, file, "mlp_bias", false)) fail(file, "mlp_bias = true is not supported");
   if (get_num(j, file, "partial_rotary_factor", 1.0) != 1.0) fail(file, "partial_rotary_factor != 1 is not supported");
-  if (get_bool(j, file, "use_sliding_window", false)) fail(file, "use_sliding_window = true is not supported");
+  // Sliding windows. Mistral: a non-null `sliding_window` limits every layer's attention (the paged
+  // attention kernels implement it). A Llama config that sets one is refused: transformers 5.17's
+  // LlamaForCausalLM ignores it while MistralForCausalLM applies it (tests/llm/
+  // hf_sliding_window_probe.py), so a silent choice would generate other tokens than one of them;
+  // relabel the config `mistral` if it is one. Qwen2 / Qwen3
+  // configs carry a window that applies only with use_sliding_window = true, and then only from
+  // max_window_layers on: not implemented.
+  const json* window = find(j, "sliding_window");
+  if (c.family == Family::Mistral) {
+    if (window != nullptr && !window->is_null()) c.sliding_window = get_int(j, file, "sliding_window", 1, kBig);
+  } else if (c.family == Family::Llama) {
+    if (window != nullptr && !window->is_null()) {
+      fail(file, "sliding_window = " + json_excerpt(*window) +
+                     " on a llama config: Ember's llama has no sliding window (use model_type mistral if the "
+                     "checkpoint is a Mistral)");
+    }
+  } else if (get_bool(j, file, "use_sliding_window", false)) {
+    fail(file, "use_sliding_window = true is not supported for " + std::string(to_string(c.family)) +
+                   " (sliding windows from max_window_layers on)");
+  }
+  for (const char* field : {"attn_logit_softcapping", "final_logit_softcapping"}) {
+    if (const json* f = find(j, field); f != nullptr && !f->is_null()) {
+      fail(file, std::string(field) + " is set, which Ember does not implement for " + to_string(c.family));
+    }
+  }
+  // transformers 5 writes layer_types: every layer must be the kind this family's graph builds.
+  if (const json* lt = find(j, "layer_types"); lt != nullptr && !lt->is_null()) {
+    if (!lt->is_array()) fail_type(file, "layer_types", *lt, "an array");
+    const std::string want = c.sliding_window > 0 ? "sliding_attention" : "full_attention";
+    for (size_t i = 0; i < lt->size(); ++i) {
+      if (!(*lt)[i].is_string() || (*lt)[i].get<std::string>() != want) {
+        fail(file, "layer_types[" + std::to_string(i) + "] = " + json_excerpt((*lt)[i]) + ": every layer must be '" +
+                       want + "' (mixed attention layers are not implemented for " + to_string(c.family) + ")");
+      }
+    }
+  }
   if (const json* r = find(j, "rope_scaling"); r != nullptr && !r->is_null()) {
     if (!r->is_object()) fail_type(file, "rope_scaling", *r, "an object");
     const std::string rfile = file + ": rope_scaling";

@@ -9,7 +9,7 @@
 
 namespace ember::exporter::hf {
 
-enum class Family { Llama, Qwen2, Qwen3 };
+enum class Family { Llama, Qwen2, Qwen3, Mistral };
 const char* to_string(Family family);
 
 struct RopeScaling {
@@ -28,6 +28,10 @@ struct LlmConfig {
   bool tie_word_embeddings = false;
   bool attention_bias = false;   // q/k/v projections have biases (always for Qwen2)
   bool qk_norm = false;          // Qwen3: RMSNorm over head_dim on q and k, before RoPE
+  // Every layer's attention sees the last `sliding_window` positions only (the query's own
+  // included; 0 = all): Mistral's `sliding_window`, and a Llama config that sets one (transformers
+  // applies it there too).
+  int64_t sliding_window = 0;
   std::string torch_dtype;       // "float32", "bfloat16", "float16"
   // Pre-quantized FP8 (quantization_config.quant_method == "fp8"): block along [out, in].
   bool fp8 = false;

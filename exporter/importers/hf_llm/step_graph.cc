@@ -222,6 +222,7 @@ StepImport Importer::run() {
   OpAttrs attn;
   attn.attn_scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(hd)));
   attn.kv_scale = options_.kv_scale;
+  attn.attn_window = static_cast<int32_t>(c.sliding_window);
   const std::vector<DimSpec> cache_dims = {DimSpec::sym("num_blocks"), options_.block_size, hkv, hd};
   progress(0, c.num_layers);
   for (int64_t l = 0; l < c.num_layers; ++l) {

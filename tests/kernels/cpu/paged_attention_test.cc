@@ -133,6 +133,45 @@ TEST_P(PagedAttentionTest, OddShapesAndFp8) {
 }
 
 // A sequence alone (with or without padding tokens) gives bit for bit its rows of a batch.
+// Issue 17: the sliding window and soft-capping options against the reference (1 and 2 threads).
+TEST_P(PagedAttentionTest, SlidingWindowAndSoftcap) {
+  CaseSpec c;
+  c.q_heads = 8;
+  c.kv_heads = 2;
+  c.head_dim = 64;
+  c.block_size = 16;
+  c.seqs = {{0, 20}, {40, 1}, {100, 5}, {3, 1}};
+  c.pad_tokens = 1;
+  const Step st = MakeStep(c);
+  const float scale = ScaleFor(c);
+  for (int64_t window : {0, 1, 5, 16, 17, 4096}) {
+    for (float softcap : {0.0f, 1.0f, 50.0f}) {
+      const AttentionOptions options{window, softcap};
+      const Result want = RunStep(st, [&](const Step& s, uint8_t* kc, uint8_t* vc, float* out, float sc, ErrorContext* e) {
+        return reference::paged_attention(s.q.data(), s.k.data(), s.v.data(), s.T, s.S, s.spec.q_heads,
+                                          s.spec.kv_heads, s.spec.head_dim, s.spec.dtype, kc, vc, s.block_count,
+                                          s.spec.block_size, s.spec.cache_scale, s.slots.data(), s.tables.data(),
+                                          s.max_blocks, s.lens.data(), s.starts.data(), sc, out, e, options);
+      }, scale);
+      std::vector<float> outs[2];
+      for (int threads : {1, 2}) {
+        const Result got = RunStep(st, [&](const Step& s, uint8_t* kc, uint8_t* vc, float* out, float sc, ErrorContext* e) {
+          KernelContext context;
+          context.pool = threads == 2 ? Pool2() : nullptr;
+          return cpu::paged_attention(context, s.q.data(), s.k.data(), s.v.data(), s.T, s.S, s.spec.q_heads,
+                                      s.spec.kv_heads, s.spec.head_dim, s.spec.dtype, kc, vc, s.block_count,
+                                      s.spec.block_size, s.spec.cache_scale, s.slots.data(), s.tables.data(),
+                                      s.max_blocks, s.lens.data(), s.starts.data(), sc, out, e, options);
+        }, scale);
+        ASSERT_TRUE(got.status.is_ok());
+        EXPECT_LE(MaxRowRelL2(got.out, want.out, c.head_dim), 1e-5) << "window " << window << " softcap " << softcap;
+        outs[threads - 1] = got.out;
+      }
+      EXPECT_EQ(outs[0], outs[1]) << "window " << window << " softcap " << softcap;
+    }
+  }
+}
+
 TEST_P(PagedAttentionTest, BatchInvariant) {
   for (ScalarType dt : {ScalarType::F32, ScalarType::BF16}) {
     CaseSpec c;

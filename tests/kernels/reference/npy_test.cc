@@ -273,3 +273,21 @@ TEST(NpyTest, FuzzedBytesNeverCrash) {
 
 }  // namespace
 }  // namespace ember::tools
+
+namespace ember::tools {
+namespace {
+
+// Issue 17: runner --output-dir names files after the program's outputs, which may hold '/' (ONNX
+// names like "/encoder/out") or collide once made safe.
+TEST(NpyTest, OutputFileNamesAreSafeAndDistinct) {
+  EXPECT_EQ(output_file_names({"probs", "/encoder/out:0", "logits.v2", "a-b_c"}),
+            (std::vector<std::string>{"probs.npy", "_encoder_out_0.npy", "logits.v2.npy", "a-b_c.npy"}));
+  EXPECT_EQ(output_file_names({"", ".", "..", "x y"}),
+            (std::vector<std::string>{"output_0.npy", "output_1.npy", "output_2.npy", "x_y.npy"}));
+  // "a/b" and "a:b" both become "a_b"; "A_B" collides on a case-insensitive folder.
+  EXPECT_EQ(output_file_names({"a/b", "a:b", "A_B", "a_b_1"}),
+            (std::vector<std::string>{"a_b.npy", "a_b_1.npy", "A_B_2.npy", "a_b_1_3.npy"}));
+}
+
+}  // namespace
+}  // namespace ember::tools

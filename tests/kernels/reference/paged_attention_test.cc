@@ -58,6 +58,50 @@ TEST(PagedAttentionReferenceTest, DecodeMatchesOracle) {
   }
 }
 
+// Issue 17: sliding window (Mistral, Gemma) and score soft-capping (Gemma 2), alone and together,
+// on decode and prefill rows whose context is shorter, equal to and longer than the window.
+TEST(PagedAttentionReferenceTest, SlidingWindowAndSoftcapMatchOracle) {
+  CaseSpec c;
+  c.q_heads = 4;
+  c.kv_heads = 2;
+  c.head_dim = 32;
+  c.block_size = 4;
+  c.seqs = {{0, 9}, {7, 1}, {30, 3}, {2, 1}};
+  c.pad_seqs = 1;
+  c.pad_tokens = 2;
+  const Step st = MakeStep(c);
+  const float scale = ScaleFor(c);
+  for (int64_t window : {0, 1, 3, 8, 100}) {
+    for (float softcap : {0.0f, 0.5f, 30.0f}) {
+      const Result r = RunStep(st, [&](const Step& s, uint8_t* kc, uint8_t* vc, float* out, float sc, ErrorContext* e) {
+        return reference::paged_attention(s.q.data(), s.k.data(), s.v.data(), s.T, s.S, s.spec.q_heads,
+                                          s.spec.kv_heads, s.spec.head_dim, s.spec.dtype, kc, vc, s.block_count,
+                                          s.spec.block_size, s.spec.cache_scale, s.slots.data(), s.tables.data(),
+                                          s.max_blocks, s.lens.data(), s.starts.data(), sc, out, e,
+                                          AttentionOptions{window, softcap});
+      }, scale);
+      ASSERT_TRUE(r.status.is_ok());
+      EXPECT_LE(MaxRowRelL2(r.out, Oracle(st, scale, window, softcap), c.head_dim), 1e-6)
+          << "window " << window << " softcap " << softcap;
+      if (window == 1 || softcap == 0.5f) {  // the options change the result (the test can fail)
+        EXPECT_GT(MaxRowRelL2(r.out, Oracle(st, scale), c.head_dim), 1e-3) << "window " << window;
+      }
+    }
+  }
+  // Bad options are InvalidArgument, nothing written.
+  for (const AttentionOptions bad : {AttentionOptions{-1, 0.0f}, AttentionOptions{0, -1.0f}, AttentionOptions{0, NAN}}) {
+    std::vector<uint8_t> kc = st.k_cache, vc = st.v_cache;
+    std::vector<float> out(st.q.size(), 7.0f);
+    const Status status = reference::paged_attention(
+        st.q.data(), st.k.data(), st.v.data(), st.T, st.S, c.q_heads, c.kv_heads, c.head_dim, c.dtype, kc.data(),
+        vc.data(), st.block_count, c.block_size, c.cache_scale, st.slots.data(), st.tables.data(), st.max_blocks,
+        st.lens.data(), st.starts.data(), scale, out.data(), nullptr, bad);
+    EXPECT_EQ(status.code(), Error::InvalidArgument);
+    EXPECT_EQ(kc, st.k_cache);
+    EXPECT_EQ(out, std::vector<float>(st.q.size(), 7.0f));
+  }
+}
+
 TEST(PagedAttentionReferenceTest, PrefillAndMixedMatchOracle) {
   CaseSpec c;
   c.q_heads = 4;

@@ -154,8 +154,9 @@ inline Step MakeStep(const CaseSpec& spec) {
   return st;
 }
 
-// Dense causal attention in double over each live sequence's unpaged history: the oracle.
-inline std::vector<float> Oracle(const Step& st, float scale) {
+// Dense causal attention in double over each live sequence's unpaged history: the oracle. With a
+// window, position p sees j > p - window only; with a softcap, scores are softcap · tanh(s / softcap).
+inline std::vector<float> Oracle(const Step& st, float scale, int64_t window = 0, double softcap = 0.0) {
   const CaseSpec& sp = st.spec;
   const int64_t hq = sp.q_heads, hkv = sp.kv_heads, D = sp.head_dim, g = hq / hkv;
   std::vector<float> out(size_t(st.T * hq * D), 0.0f);
@@ -166,17 +167,19 @@ inline std::vector<float> Oracle(const Step& st, float scale) {
       for (int64_t h = 0; h < hq; ++h) {
         std::vector<double> sc(size_t(p + 1));
         double mx = -INFINITY;
-        for (int64_t j = 0; j <= p; ++j) {
+        const int64_t first = window > 0 ? std::max<int64_t>(0, p - window + 1) : 0;
+        for (int64_t j = first; j <= p; ++j) {
           double dot = 0;
           for (int64_t d = 0; d < D; ++d)
             dot += double(st.q[size_t((t * hq + h) * D + d)]) *
                    double(st.hist_k[s][size_t((j * hkv + h / g) * D + d)]);
           sc[size_t(j)] = double(scale) * dot;
+          if (softcap > 0) sc[size_t(j)] = softcap * std::tanh(sc[size_t(j)] / softcap);
           mx = std::max(mx, sc[size_t(j)]);
         }
         double sum = 0;
         std::vector<double> acc(size_t(D), 0.0);
-        for (int64_t j = 0; j <= p; ++j) {
+        for (int64_t j = first; j <= p; ++j) {
           const double w = std::exp(sc[size_t(j)] - mx);
           sum += w;
           for (int64_t d = 0; d < D; ++d) acc[size_t(d)] += w * st.hist_v[s][size_t((j * hkv + h / g) * D + d)];

@@ -132,7 +132,7 @@ struct Family {
 };
 const Family kFamilies[] = {{"llama_f32", 1e-4, true},  {"qwen2_f32", 1e-4, true},  {"qwen3_f32", 1e-4, true},
                             {"qwen3_fp8", 1e-4, true},  {"llama_f16", 5e-3, false}, {"qwen2_bf16", 2e-2, false},
-                            {"qwen3_bf16", 2e-2, false}};
+                            {"qwen3_bf16", 2e-2, false}, {"mistral_f32", 1e-4, true}};
 
 // Teacher-forced: each prompt token in its own step (a decode of one token), logits of every position.
 TEST(LlmEndToEnd, LogitsOfEveryPositionMatchTransformers) {
