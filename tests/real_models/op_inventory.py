@@ -212,7 +212,8 @@ def details(node, scope, opset):
     ins = list(node.input) + [""] * 8
     if op in ("LSTM", "GRU", "RNN"):
         opt = {3: "B", 4: "sequence_lens", 5: "initial_h", 6: "initial_c", 7: "P"}
-        a["inputs"] = "+".join(v for k, v in opt.items() if ins[k] and (op == "LSTM" or k < 6)) or "-"
+        a["inputs"] = "+".join(v + ("" if k == 3 else "(run-time)" if not scope.is_known(ins[k]) else "(const)")
+                               for k, v in opt.items() if ins[k] and (op == "LSTM" or k < 6)) or "-"
         used = [o for o in node.output if o]
         a["outputs"] = "/".join(["Y", "Y_h", "Y_c"][i] for i, o in enumerate(node.output) if o) if used else "-"
         w = scope.const(ins[1])
@@ -241,7 +242,14 @@ def details(node, scope, opset):
         a["M"] = describe(scope, ins[0]) if ins[0] else "-"
         a["cond"] = describe(scope, ins[1]) if ins[1] else "-"
         a["carried"] = str(max(0, len(node.input) - 2))
-    if op not in ("If", "Loop", "Constant"):
+    simple = node.domain in ("", "ai.onnx") and op not in (
+        "If", "Loop", "Constant", "LSTM", "GRU", "RNN", "Resize", "Conv", "ConvTranspose")
+    if simple:
+        for k, i in enumerate(node.input):   # small constant operands (Max(x, 0), Less(i, 500), ...)
+            c = scope.const(i) if i else None
+            if c is not None and c.size <= 4:
+                a[f"in{k}"] = _fmt(c.flatten().tolist())
+    if simple:
         rt = [i for i in node.input if i and not scope.is_known(i)]
         if len(rt) != len([i for i in node.input if i]):
             a["run-time inputs"] = f"{len(rt)} of {len([i for i in node.input if i])}"
@@ -308,9 +316,13 @@ def walk(graph, scope, opset, tables, out, depth=0):
         if node.op_type in ("Shape", "Size", "Constant") or (node.op_type not in ("If", "Loop", "Scan") and
                                                              all(scope.is_known(i) for i in ins)):
             scope.known.update(o for o in node.output if o)
+        entry = out[-1]
         for a in node.attribute:
             if a.type == onnx.AttributeProto.GRAPH:
-                walk(a.g, Scope(a.g, scope, scope.info), opset, tables, out, depth + 1)
+                body = Scope(a.g, scope, scope.info)
+                walk(a.g, body, opset, tables, out, depth + 1)
+                if node.op_type == "Loop" and a.g.output:   # what ends the loop: the body's cond output
+                    entry["details"]["body cond"] = condition_summary(body, a.g.output[0].name)
     return out
 
 
@@ -365,7 +377,7 @@ def detail_lines(nodes):
 
 def report(models, cache, markdown):
     tables = importer_tables()
-    rows, matrix = [], collections.OrderedDict()
+    rows, matrix, per_model = [], collections.OrderedDict(), {}
     for m in models:
         path = fetch_models.model_path(m, cache)
         if not os.path.isfile(path):
@@ -377,9 +389,12 @@ def report(models, cache, markdown):
         sub = sum(1 for n in r["nodes"] if n["depth"] > 0)
         opsets = ", ".join(f"{k} {v}" for k, v in sorted(r["opsets"].items()) if k == "ai.onnx" or
                            any(n["op"].startswith(k + ".") for n in r["nodes"]))
-        matrix[m["id"]] = {k.split(" ")[0]: len(v) for k, v in g.items()}
+        matrix[m["id"]] = (opsets, total, sub, gap_summary(r))
+        per_model[m["id"]] = collections.Counter()
+        for k, v in g.items():
+            per_model[m["id"]][k] += len(v)
         if markdown:
-            rows.append(f"\n#### {m['id']} ({m['kind']}; opset {opsets}; {r['producer'] or 'producer ?'}; "
+            rows.append(f"\n#### {m['id']} ({m['kind']}; opset {opsets}; {r['producer'] or 'producer not set'}; "
                         f"{total} nodes{f', {sub} in If/Loop bodies' if sub else ''})\n")
             if not g:
                 rows.append("Every node is handled by the importer today.\n")
@@ -390,7 +405,7 @@ def report(models, cache, markdown):
                 nsub = sum(1 for n in nodes if n["depth"] > 0)
                 rows.append(f"| {key} | {len(nodes)}{f' ({nsub} nested)' if nsub else ''} | {d} |")
         else:
-            print(f"{m['id']}: opset {opsets}; {r['producer'] or 'producer ?'}; {total} nodes ({sub} nested)")
+            print(f"{m['id']}: opset {opsets}; {r['producer'] or 'producer not set'}; {total} nodes ({sub} nested)")
             for key, nodes in g.items():
                 print(f"  {key} x{len(nodes)}")
                 for line in detail_lines(nodes):
@@ -400,11 +415,16 @@ def report(models, cache, markdown):
                 print(f"    {n['op']} '{n['name']}' (depth {n['depth']}): " + "; ".join(
                     f"{k}={v}" for k, v in n["details"].items() if k in ("cond", "M")))
     if markdown:
-        ops = sorted({op for v in matrix.values() for op in v})
-        print("| model | " + " | ".join(ops) + " |")
-        print("|---|" + "---|" * len(ops))
-        for mid, v in matrix.items():
-            print(f"| {mid} | " + " | ".join(str(v.get(op, "")) for op in ops) + " |")
+        print("| model | opset | nodes (nested) | ops the importer cannot take today (nodes) |\n|---|---|---|---|")
+        for mid, (opsets, total, sub, summary) in matrix.items():
+            print(f"| {mid} | {opsets} | {total} ({sub}) | {summary or '(none)'} |")
+        print("\n| op | models (nodes) |\n|---|---|")
+        by_op = collections.OrderedDict()
+        for mid, (_, _, _, summary) in matrix.items():
+            for key, count in per_model[mid].items():
+                by_op.setdefault(key, []).append(f"{mid} ({count})")
+        for op in sorted(by_op, key=lambda o: (-len(by_op[o]), o)):
+            print(f"| {op} | {', '.join(by_op[op])} |")
         print("\n".join(rows))
 
 
