@@ -47,20 +47,34 @@ DTYPES = {"float32": np.float32, "int64": np.int64, "int32": np.int32, "bool": n
 # ---- Inputs ------------------------------------------------------------------------------------
 
 def synthetic_image(rng, n, c, h, w):
-    """A document-like picture in [0, 1]: a smooth background, filled boxes and thin dark strokes."""
+    """A document-like picture in [0, 1]: a light, smoothly shaded page with a few filled boxes and
+    lines of dark "glyphs" (clusters of strokes), so that text detectors find text and classifiers
+    see structure rather than noise."""
     y, x = np.mgrid[0:h, 0:w].astype(np.float64)
     img = np.empty((n, c, h, w))
     for b in range(n):
         for ch in range(c):
-            f = rng.uniform(0.5, 3.0, size=2) * np.pi / np.array([h, w])
-            img[b, ch] = 0.6 + 0.25 * np.cos(f[0] * y + rng.uniform(0, 6)) * np.cos(f[1] * x + rng.uniform(0, 6))
-        for _ in range(6):
+            f = rng.uniform(0.5, 2.0, size=2) * np.pi / np.array([h, w])
+            img[b, ch] = 0.85 + 0.1 * np.cos(f[0] * y + rng.uniform(0, 6)) * np.cos(f[1] * x + rng.uniform(0, 6))
+        for _ in range(3):
             y0, x0 = rng.integers(0, h), rng.integers(0, w)
-            img[b, :, y0:y0 + rng.integers(h // 8 + 1, h // 2 + 2), x0:x0 + rng.integers(w // 8 + 1, w // 2 + 2)] = \
-                rng.uniform(0, 1, size=(c, 1, 1))
-        for _ in range(max(3, h // 12)):   # text-like strokes
-            y0, x0 = rng.integers(0, h), rng.integers(0, w)
-            img[b, :, y0:y0 + max(1, h // 40), x0:x0 + rng.integers(w // 10 + 1, w // 2 + 2)] = rng.uniform(0, 0.2)
+            img[b, :, y0:y0 + rng.integers(h // 10 + 1, h // 4 + 2), x0:x0 + rng.integers(w // 10 + 1, w // 4 + 2)] = \
+                rng.uniform(0.4, 1, size=(c, 1, 1))
+        size = max(4, min(h, w) // 12)                      # glyph height in pixels
+        for top in range(size // 2, h - size, 2 * size):     # text lines
+            x0 = int(rng.integers(0, max(1, w // 6)))
+            x1 = int(rng.integers(w // 2, w + 1))
+            ink = rng.uniform(0, 0.25)
+            for gx in range(x0, x1 - size, size * 3 // 4):   # glyphs
+                if rng.uniform() < 0.15:
+                    continue                                 # a space between words
+                for _ in range(int(rng.integers(2, 4))):     # strokes of one glyph
+                    if rng.uniform() < 0.5:
+                        sx, sy = gx + int(rng.integers(0, size // 2)), top
+                        img[b, :, sy:sy + size, sx:sx + max(1, size // 6)] = ink
+                    else:
+                        sx, sy = gx, top + int(rng.integers(0, size - 1))
+                        img[b, :, sy:sy + max(1, size // 6), sx:sx + size // 2] = ink
     return np.clip(img + rng.normal(0, 0.02, img.shape), 0, 1)
 
 
