@@ -12,7 +12,8 @@ tables, read from its source:
 
 and the handlers' own limits that real models hit (Conv/pool kernel rank, Pad mode, Softmax axis
 before opset 13, inputs that must be known at export). A value is "known at export" when it comes
-from initializers, Constant, Shape or Size, through nodes whose inputs are all known.
+from initializers, Constant, Shape or Size, through nodes whose inputs are all known, whether or not
+the importer has those nodes' ops yet: the report is what remains once every listed op exists.
 
   .venv/bin/python tests/real_models/op_inventory.py [--cache DIR] [--only IDS]   # text report
   .venv/bin/python tests/real_models/op_inventory.py --markdown                   # README tables
