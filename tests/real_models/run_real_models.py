@@ -131,30 +131,17 @@ def make_inputs(model, seed):
 
 # ---- Ember ---------------------------------------------------------------------------------------
 
-def plain_name(name):
-    return bool(name) and name not in (".", "..") and "/" not in name
-
-
-def runner_safe_model(path, work):
-    """`path`, or a copy whose graph outputs have plain file names (the runner writes <name>.npy and
-    refuses names with '/'): each such output gets an Identity to a new name. Returns (path, {new: old})."""
-    import onnx
-    model = onnx.load(path)
-    renamed = {}
-    for out in model.graph.output:
-        if plain_name(out.name):
-            continue
-        new = re.sub(r"[^A-Za-z0-9_.-]", "_", out.name)
-        while new in renamed or any(o.name == new for o in model.graph.output):
-            new += "_"
-        model.graph.node.append(onnx.helper.make_node("Identity", [out.name], [new], name=f"rename/{new}"))
-        renamed[new] = out.name
-        out.name = new
-    if not renamed:
-        return path, {}
-    copy = os.path.join(work, "model_renamed.onnx")
-    onnx.save(model, copy)
-    return copy, renamed
+def written_outputs(stdout):
+    """{output name: .npy path} from the runner's `--output-dir` lines: "    wrote PATH" for an output
+    named after its file, "    wrote PATH (output 'NAME': its name is not a plain file name)" for one
+    whose name the runner made safe ('/' and the like)."""
+    files = {}
+    for line in stdout.splitlines():
+        m = re.match(r"^\s+wrote (.*?)(?: \(output '(.*)': its name is not a plain file name\))?$", line)
+        if m:
+            name = m.group(2) if m.group(2) is not None else os.path.basename(m.group(1))[:-len(".npy")]
+            files[name] = m.group(1)
+    return files
 
 
 def compare(ember, ref, tol):
@@ -186,9 +173,8 @@ def run_model(model, args, cache):
         ref = make_models.ort_run(path, feeds)
     except Exception as e:  # noqa: BLE001 - any onnxruntime error means models.json's inputs are wrong
         return "reference-failed", f"onnxruntime: {type(e).__name__}: {str(e).splitlines()[0]}", []
-    ember_path, renamed = runner_safe_model(path, work)
     pte = os.path.join(work, "model.pte")
-    cmd = [args.exporter, ember_path, "-o", pte]
+    cmd = [args.exporter, path, "-o", pte]
     for s in model["input_shape"]:
         cmd += ["--input-shape", s]
     p, dt_export = run_tool(cmd, args.timeout)
@@ -212,12 +198,12 @@ def run_model(model, args, cache):
         err = (p.stderr.strip() or p.stdout.strip() or "(no message)").splitlines()[-1]
         return "run-failed", f"runner exit {p.returncode}: {err}", [tail(p.stderr + p.stdout)]
     details, worst, worst_abs, ok_all = [], 0.0, 0.0, True
-    back = {old: new for new, old in renamed.items()}
+    written = written_outputs(p.stdout)
     for name, r in ref.items():
-        f = os.path.join(work, "out", back.get(name, name) + ".npy")
-        if not os.path.exists(f):
+        f = written.get(name)
+        if f is None or not os.path.exists(f):
             ok_all = False
-            details.append(f"{name}: the runner wrote no {os.path.basename(f)}")
+            details.append(f"{name}: the runner wrote no file for it")
             continue
         ok, text = compare(np.load(f), r, model["tolerance"])
         ok_all &= ok
@@ -225,9 +211,6 @@ def run_model(model, args, cache):
         m = re.search(r"rel L2 (\S+), max abs (\S+)", text)
         if m:
             worst, worst_abs = max(worst, float(m.group(1))), max(worst_abs, float(m.group(2)))
-    if renamed:
-        details.append("outputs renamed for the runner (it refuses '/' in output names): " +
-                       ", ".join(f"{o!r} -> {n!r}" for n, o in renamed.items()))
     summary = (f"{len(ref)} output(s), worst rel L2 {worst:.3g}, max abs {worst_abs:.3g} "
                f"(tolerance {model['tolerance']}); export {dt_export:.2f} s, run {dt_run:.2f} s")
     if ok_all and not args.keep:

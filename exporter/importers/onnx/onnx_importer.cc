@@ -712,8 +712,20 @@ void Importer::convert_or_record(const FlatNode& flat, size_t index) {
       failures_.push_back(Failure{proto.op_type(), e.what()});
     }
   } else {
-    ++skipped_nodes_;
     ++stats_.onnx_ops[proto.op_type()];
+    // Not tried, but an op type the importer has no handler for is reported anyway, so that one
+    // export lists every missing op type (not only the first on each path).
+    const std::string domain = proto.domain() == "ai.onnx" ? "" : proto.domain();
+    if (!domain.empty() || handlers().count(proto.op_type()) == 0) {
+      const std::string name = proto.name().empty() ? proto.op_type() + "_" + std::to_string(index) : proto.name();
+      const NodeContext ctx(proto, name, flat.opset);
+      failures_.push_back(Failure{proto.op_type(), ctx.where() + ": " +
+                                                       (domain.empty() ? "op type not supported by Ember's ONNX importer"
+                                                                       : "op type '" + proto.op_type() + "' of domain '" +
+                                                                             domain + "' is not supported (only the default ONNX domain)")});
+    } else {
+      ++skipped_nodes_;
+    }
   }
   // Its outputs are unknown from here on: every reader is skipped (not reported: it may well be
   // supported) and the import fails at the end with every failure listed.
