@@ -174,7 +174,7 @@ int run_cli(int argc, const char* const* argv, std::ostream& out, std::ostream& 
   CLI::App app{"Ember exporter: turns an ONNX model, a Hugging Face LLM checkpoint folder (Llama, Qwen2, Qwen3) or a "
                "bundled example into a .pte program", "exporter"};
   std::string model, example, output, backends = kPortableBackend, manifest_path;
-  std::vector<std::string> input_shapes, compile_spec_texts;
+  std::vector<std::string> input_shapes, input_values, compile_spec_texts;
   std::vector<CompileSpecOption> compile_specs;
   bool strip_debug = false, no_fold = false, allow_non_finite = false, no_conv_clamp_fusion = false;
   std::string quantize, quantize_dump;
@@ -226,6 +226,10 @@ int run_cli(int argc, const char* const* argv, std::ostream& out, std::ostream& 
   app.add_option("--example", example, "bundled model to export instead: mlp or cnn");
   // Required, checked after parsing (CLI11 would report a missing -o before an unknown flag).
   app.add_option("-o,--output", output, "the .pte file to write (required)");
+  app.add_option("--input-value", input_values,
+                 "fix an ONNX graph input to constant values at export, NAME=V[,V...] (repeatable): it leaves the "
+                 "program's inputs, and an If that depends only on it is taken at export")
+      ->type_name("NAME=V[,V...]");
   app.add_option("--input-shape", input_shapes,
                  "NAME=DIMS for an ONNX input, DIMS joined by 'x', each a size, SYM:MIN..MAX, SYM:MAX or SYM "
                  "(e.g. input=batch:1..8x3x224x224); repeatable")
@@ -277,6 +281,7 @@ int run_cli(int argc, const char* const* argv, std::ostream& out, std::ostream& 
       throw CLI::ValidationError("give either an ONNX model file or --example (not both)");
     }
     if (!example.empty() && !input_shapes.empty()) throw CLI::ValidationError("--input-shape applies to ONNX models only");
+    if (!example.empty() && !input_values.empty()) throw CLI::ValidationError("--input-value applies to ONNX models only");
     if (quiet && verbose) throw CLI::ValidationError("--quiet and --verbose exclude each other");
     const bool is_llm = !model.empty() && std::filesystem::is_directory(model);
     for (const char* name : {"--max-seqs", "--max-tokens", "--max-context", "--block-size", "--kv-dtype", "--kv-scale",
@@ -386,6 +391,7 @@ int run_cli(int argc, const char* const* argv, std::ostream& out, std::ostream& 
     } else if (!model.empty()) {
       OnnxImportOptions import_options;
       import_options.input_shapes = parse_input_shapes(input_shapes);
+      for (const std::string& text : input_values) import_options.input_values.push_back(parse_input_value(text));
       import_options.trust_model_folder = trust_model_folder;
       import_options.allow_non_finite_weights = allow_non_finite;
       stage = "importing '" + model + "'";

@@ -177,6 +177,11 @@ def run_model(model, args, cache):
     cmd = [args.exporter, path, "-o", pte]
     for s in model["input_shape"]:
         cmd += ["--input-shape", s]
+    # Inputs fixed at export (exporter --input-value; e.g. silero-vad's sample rate, on which an If
+    # depends): the same value goes to onnxruntime, and the runner does not take them.
+    bound = {v.split("=", 1)[0] for v in model.get("input_value", [])}
+    for v in model.get("input_value", []):
+        cmd += ["--input-value", v]
     p, dt_export = run_tool(cmd, args.timeout)
     if p.returncode != 0:
         # The exporter's error: a first line (how many nodes failed, by op) and one line per node.
@@ -190,6 +195,8 @@ def run_model(model, args, cache):
         return "refused-at-export", first, details
     cmd = [args.runner, "--program", pte, "--output-dir", os.path.join(work, "out"), "--threads", str(args.threads)]
     for i, (name, x) in enumerate(feeds.items()):
+        if name in bound:
+            continue
         f = os.path.join(work, f"input{i}.npy")
         np.save(f, x)
         cmd += ["--input", f"{name}={f}"]

@@ -232,6 +232,13 @@ class NodeContext {
   std::set<std::string> used_;
 };
 
+// A node that failed because nodes inside it did (an If's branch): their failures are listed, the
+// node itself is not (convert_or_record poisons its outputs only).
+class AlreadyReported : public ExportError {
+ public:
+  using ExportError::ExportError;
+};
+
 // A node after function inlining, with the opset of its own domain.
 struct FlatNode {
   onnx::NodeProto proto;
@@ -267,6 +274,7 @@ class Importer {
   void inline_node(const onnx::NodeProto& node, int64_t opset, const std::string& prefix, int depth,
                    std::vector<FlatNode>& out);
   void declare_inputs();
+  void bind_input_value(const onnx::ValueInfoProto& in, const OnnxImportOptions::InputValue& iv);
   void read_initializers();
   void convert_node(const FlatNode& node, size_t index);
   // convert_node, recording a node's failure and going on with the rest (failures_, poisoned_).
@@ -365,6 +373,8 @@ class Importer {
   void op_scatter_nd(NodeContext& ctx);
   void op_einsum(NodeContext& ctx);
   void op_quantized(NodeContext& ctx);
+  void op_if(NodeContext& ctx);
+  void count_subgraph_readers();
   // [issue 17: elementwise ops]
 
   // [issue 17: reductions and index ops]
@@ -406,6 +416,7 @@ class Importer {
   std::vector<Failure> failures_;
   std::set<std::string> poisoned_;
   size_t skipped_nodes_ = 0;
+  size_t branch_nodes_ = 0;  // nodes of taken If branches (their default names' numbering)
   std::unordered_map<std::string, int> use_count_;
   std::set<std::string> graph_output_names_;
   std::set<std::string> node_names_;

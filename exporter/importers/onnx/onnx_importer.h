@@ -42,7 +42,20 @@ struct OnnxImportOptions {
   // An initializer holding NaN or ±Inf fails the import naming it (passes/weight_check.h), unless
   // this is set (exporter --allow-non-finite-weights; the pipeline then warns about the constants).
   bool allow_non_finite_weights = false;
+  // Graph inputs fixed at export (exporter --input-value NAME=V[,V...]): each becomes a constant of
+  // the input's dtype (a scalar for one value when the model declares rank 0 or gives no shape, else
+  // the model's static dims, whose element count must match) and is not an input of the program.
+  // An If whose condition depends only on such values is then taken at export (silero-vad's `sr`).
+  struct InputValue {
+    std::string name;
+    std::vector<double> values;
+    std::string text;  // as given, for messages
+  };
+  std::vector<InputValue> input_values;
 };
+
+// "NAME=V[,V...]" (decimal numbers) -> InputValue; ExportError naming the text when malformed.
+OnnxImportOptions::InputValue parse_input_value(const std::string& text);
 
 struct OnnxImportStats {
   int64_t ir_version = 0;
@@ -54,6 +67,8 @@ struct OnnxImportStats {
   int folded_batch_norms = 0;
   int evaluated_at_export = 0;     // nodes computed at export (constants and shape values)
   int inlined_functions = 0;
+  int folded_ifs = 0;
+  int bound_inputs = 0;            // --input-value              // If nodes replaced by the branch their known condition takes
   uint64_t initializer_bytes = 0;
   int external_tensors = 0;
   double seconds = 0;
