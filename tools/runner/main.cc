@@ -27,6 +27,7 @@
 #include "runtime/platform/platform.h"
 #include "tools/common/host_io.h"
 #include "tools/common/npy.h"
+#include "tools/runner/input_ranges.h"
 #include "tools/runner/llm_runner.h"
 #include "tools/runner/runner_common.h"
 
@@ -321,8 +322,10 @@ class ProfileTracer final : public EventTracer {
   std::vector<Event> events_;
 };
 
-void fill_random(TensorView& view, std::mt19937_64& rng) {
+// Integers uniform in [range.lo, range.hi) (tools/runner/input_ranges.h), floats in [-1, 1).
+void fill_random(TensorView& view, std::mt19937_64& rng, const tools::InputRange& range) {
   const uint64_t n = view.numel();
+  const uint64_t span = static_cast<uint64_t>(range.hi - range.lo);
   switch (view.dtype) {
     case ScalarType::F32: {
       std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
@@ -330,11 +333,11 @@ void fill_random(TensorView& view, std::mt19937_64& rng) {
       break;
     }
     case ScalarType::I32: {
-      for (uint64_t i = 0; i < n; ++i) view.data_as<int32_t>()[i] = static_cast<int32_t>(rng() % 16);
+      for (uint64_t i = 0; i < n; ++i) view.data_as<int32_t>()[i] = static_cast<int32_t>(range.lo + int64_t(rng() % span));
       break;
     }
     case ScalarType::I64: {
-      for (uint64_t i = 0; i < n; ++i) view.data_as<int64_t>()[i] = static_cast<int64_t>(rng() % 16);
+      for (uint64_t i = 0; i < n; ++i) view.data_as<int64_t>()[i] = range.lo + static_cast<int64_t>(rng() % span);
       break;
     }
     case ScalarType::Bool: {
@@ -417,10 +420,28 @@ int run_program(const Options& o) {
     if (!method.set_input(index, src, &ctx).is_ok()) fail(Status(ctx.code), ctx, "--input " + path);
     given[index] = true;
   }
+  // Inputs not given are made up, each announced with its range (integers: below the size of the
+  // table they index, else 0 or 1).
+  const fb::Graph* graph = nullptr;
+  for (size_t m = 0; m < p.method_count(); ++m) {
+    if (std::strcmp(p.method_name(m), name) == 0) graph = p.flatbuffer().methods()->Get(static_cast<uint32_t>(m))->graph();
+  }
   for (size_t i = 0; i < meta->input_count(); ++i) {
     if (given[i]) continue;
     TensorView view = method.input(i).value();
-    fill_random(view, rng);
+    const TensorMeta t = meta->input(i).value();
+    tools::InputRange range;
+    const bool integer = view.dtype == ScalarType::I32 || view.dtype == ScalarType::I64;
+    if (integer && graph != nullptr) range = tools::integer_input_range(*graph, static_cast<uint32_t>(i), p.debug_info());
+    fill_random(view, rng, range);
+    if (integer) {
+      std::printf("input %s: random %s %s in [%lld, %lld) (%s)\n", t.name, to_string(view.dtype),
+                  dims_string(view.dims, view.rank).c_str(), static_cast<long long>(range.lo),
+                  static_cast<long long>(range.hi), range.why.c_str());
+    } else {
+      std::printf("input %s: random %s %s%s\n", t.name, to_string(view.dtype), dims_string(view.dims, view.rank).c_str(),
+                  view.dtype == ScalarType::F32 ? " in [-1, 1)" : view.dtype == ScalarType::Bool ? " (0 or 1)" : " (random bytes)");
+    }
   }
 
   // --output-dir: created if missing (with its parents); each output's file name is its name made
