@@ -7,7 +7,8 @@ Models: torch.onnx.export of nn.LSTM / nn.GRU (1 and 2 layers, bidirectional, ba
 without initial states; Debian's torch 1.13) and onnx.helper single-node models for every attribute
 mode (sequence_lens, clip, input_forget, peepholes, linear_before_reset 0 / 1, every activation with
 and without alpha / beta, layout = 1, absent optional inputs, unused outputs). Each runs at 1 and 3
-runner threads; outputs must be within rel L2 1e-5 and max |diff| 1e-4 + 1e-4 |ort| of onnxruntime.
+runner threads; outputs must be within rel L2 1e-5 and max |diff| 1e-4 + 1e-4 |ort| of onnxruntime,
+and bitwise equal across the thread counts.
 Then the refusals: exporter errors naming the attribute, and the runner's sequence_lens check.
 Exit status 0 = pass; the last line says why on failure.
 """
@@ -167,6 +168,10 @@ def check_case(args, name, path, feeds):
             rel = np.sqrt(np.sum(diff ** 2) / max(np.sum(want.astype(np.float64) ** 2), 1e-30))
             if rel > 1e-5 or np.any(diff > 1e-4 + 1e-4 * np.abs(want)):
                 raise Failure(f"{name}: output {o} (threads {threads}) rel L2 {rel:.3g}, max diff {diff.max():.3g}")
+            if threads != 1:  # the cpu kernels split over hidden units, never k: the same bits
+                one = np.load(os.path.join(case_dir, "out1", o + ".npy"))
+                if one.tobytes() != got.tobytes():
+                    raise Failure(f"{name}: output {o} differs between 1 and {threads} threads")
     print(f"ok {name}")
 
 
