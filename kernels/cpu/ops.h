@@ -114,6 +114,16 @@ size_t sample_scratch(const OpAttrs& attrs, const TensorView* inputs, size_t inp
 // [issue 17: resize, conv_transpose2d]
 
 // [issue 17: lstm, gru]
+// f32 ONNX LSTM / GRU as one fused kernel each (rnn.cc): the input projections of all steps in one
+// packed GEMM per direction, then per step the recurrent GEMM fused with the gates and the state
+// update, split over directions and blocks of hidden units (bitwise thread-invariant). Scratch:
+// lstm_scratch / gru_scratch bytes (projections, R transposed, states, linear_packed's panels).
+EMBER_CPU_KERNEL(lstm);
+EMBER_CPU_KERNEL(gru);
+size_t lstm_scratch(const OpAttrs& attrs, const TensorView* inputs, size_t input_count,
+                    const TensorView* outputs, size_t output_count, size_t threads);
+size_t gru_scratch(const OpAttrs& attrs, const TensorView* inputs, size_t input_count,
+                   const TensorView* outputs, size_t output_count, size_t threads);
 
 #undef EMBER_CPU_KERNEL
 

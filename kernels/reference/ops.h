@@ -127,6 +127,14 @@ size_t sample_scratch(const OpAttrs& attrs, const TensorView* inputs, size_t inp
 // [issue 17: resize, conv_transpose2d]
 
 // [issue 17: lstm, gru]
+// f32 ONNX LSTM / GRU, layout 0 (runtime/kernel/op_info_rnn.cc lists the inputs and outputs):
+// every direction, sequence_lens, initial states, peepholes, clip, input_forget,
+// linear_before_reset and all eleven activations; rnn.cc states the semantics. Both use
+// rnn_scratch(...) bytes of ctx.scratch (one row's gate pre-activations in double).
+EMBER_REFERENCE_KERNEL(lstm);
+EMBER_REFERENCE_KERNEL(gru);
+size_t rnn_scratch(const OpAttrs& attrs, const TensorView* inputs, size_t input_count,
+                   const TensorView* outputs, size_t output_count, size_t threads);
 
 #undef EMBER_REFERENCE_KERNEL
 

@@ -93,6 +93,10 @@ ShapeFunction matmul_shape, linear_shape, conv2d_shape, max_pool2d_shape, avg_po
 // [issue 17: resize, conv_transpose2d]
 
 // [issue 17: lstm, gru]
+// op_info_rnn.cc: ONNX LSTM / GRU (layout 0); the checks refuse sequence_lens outside [0, T].
+ShapeFunction lstm_shape, gru_shape;
+Status lstm_check(const OpAttrs& attrs, const TensorView* inputs, size_t input_count, ErrorContext* ctx);
+Status gru_check(const OpAttrs& attrs, const TensorView* inputs, size_t input_count, ErrorContext* ctx);
 
 // Ops whose shape function is not written yet: always NotSupported (op_info.cc).
 ShapeFunction not_implemented_shape;

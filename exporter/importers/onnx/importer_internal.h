@@ -382,6 +382,7 @@ class Importer {
   // [issue 17: resize, conv_transpose2d]
 
   // [issue 17: lstm, gru]
+  void op_rnn(NodeContext& ctx);  // LSTM and GRU (onnx_ops_rnn.cc)
 
   static const std::map<std::string, Handler>& handlers();
 

@@ -730,6 +730,8 @@ const std::map<std::string, Importer::Handler>& Importer::handlers() {
   // [issue 17: resize, conv_transpose2d]
 
   // [issue 17: lstm, gru]
+      {"LSTM", &Importer::op_rnn},
+      {"GRU", &Importer::op_rnn},
 
   };
   return kHandlers;

@@ -12,8 +12,10 @@ manifest.txt: one case per line, space-separated key=value tokens:
 approx (none|tanh), kernel, stride, padding (top,left,bottom,right), dilation, groups, ceil_mode,
 count_include_pad, shape, shape_sym, symbols, perm, axes, starts, ends, steps, clip_min, clip_max,
 alpha, beta, keepdims, pads, pad_value, mode (constant|reflect|edge), to (a dtype name: f32, f16,
-i8, ...). axes without starts is a reduction's axis list. rtol=0 atol=0 means bytes must match
-exactly.
+i8, ...), direction (forward|reverse|bidirectional), hidden_size, activations (names),
+rnn_alpha, rnn_beta, clip, input_forget, linear_before_reset. axes without starts is a reduction's
+axis list. rtol=0 atol=0 means bytes must match exactly. output= lists several files, comma-separated,
+for ops with several outputs (lstm, gru).
 
 The conv and pool references below follow PyTorch's definitions and are written independently of
 the C++ kernels.
@@ -25,6 +27,8 @@ import sys
 import warnings
 
 import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 OUT_DIR = os.path.normpath(os.path.join(HERE, "..", "..", "data", "golden"))
@@ -70,7 +74,8 @@ def add_case(name, op, inputs, output, tol=F32_TOL, **attrs):
         np.save(os.path.join(OUT_DIR, fname), c_order(x))
         names.append(fname)
     out_name = f"{name}.out.npy"
-    np.save(os.path.join(OUT_DIR, out_name), c_order(output))
+    if output is not None:  # None: the caller writes several outputs itself (gen_rnn)
+        np.save(os.path.join(OUT_DIR, out_name), c_order(output))
     tokens = [f"name={name}", f"op={op}", "inputs=" + ",".join(names), f"output={out_name}",
               f"rtol={tol[0]!r}", f"atol={tol[1]!r}"]
     for key in sorted(attrs):
@@ -654,6 +659,68 @@ def gen_llm():
     add_case("embedding_f16", "embedding", [w16, ids], w16[ids].astype(np.float32), EXACT)
 
 
+# ---- lstm, gru (ONNX layout 0; several outputs: output=<Y>,<Y_h>[,<Y_c>]) ----------------------------
+
+def gen_rnn():
+    import rnn_numpy
+    r = rng(1717)
+
+    def case(name, kind, T, B, I, H, direction="forward", bias=True, lens=None, h0=True, c0=True, peep=False,
+             acts=None, alphas=None, betas=None, clip=0.0, input_forget=0, linear_before_reset=0, drop_tail=False):
+        g = 4 if kind == "lstm" else 3
+        D = 2 if direction == "bidirectional" else 1
+        x, w, rr = randn(r, T, B, I), randn(r, D, g * H, I) * 0.5, randn(r, D, g * H, H) * 0.5
+        b = randn(r, D, 2 * g * H) * 0.5 if bias else None
+        sl = None if lens is None else np.array(lens, dtype=np.int32)
+        ih = randn(r, D, B, H) if h0 else None
+        ic = randn(r, D, B, H) if (c0 and kind == "lstm") else None
+        p = randn(r, D, 3 * H) * 0.5 if peep else None
+        per = 3 if kind == "lstm" else 2
+        names = acts or (["Sigmoid", "Tanh", "Tanh"] if kind == "lstm" else ["Sigmoid", "Tanh"]) * D
+        resolved = rnn_numpy.resolve_activations(names, alphas, betas)
+        assert len(resolved) == per * D
+        outs = rnn_numpy.rnn(kind, x, w, rr, b, sl, ih, ic, p, direction, resolved, clip, input_forget,
+                             linear_before_reset)
+        inputs = [x, w, rr, b, sl, ih] + ([ic, p] if kind == "lstm" else [])
+        if drop_tail:  # trailing absent inputs left out of the call, as a program may
+            while inputs[-1] is None:
+                inputs.pop()
+        # Every output is written with its own file name; the manifest lists them in order.
+        files = []
+        for o, y in enumerate(outs):
+            fname = f"{name}.out{o}.npy"
+            np.save(os.path.join(OUT_DIR, fname), c_order(f32(y)))
+            files.append(fname)
+        attrs = dict(direction=direction, hidden_size=H, activations=[a[0] for a in resolved],
+                     rnn_alpha=[a[1] for a in resolved], rnn_beta=[a[2] for a in resolved])
+        if clip:
+            attrs["clip"] = float(clip)
+        if input_forget:
+            attrs["input_forget"] = 1
+        if linear_before_reset:
+            attrs["linear_before_reset"] = 1
+        add_case(name, kind, inputs, None, (1e-5, 2e-6), **attrs)
+        cases[-1] = cases[-1].replace(f"output={name}.out.npy", "output=" + ",".join(files))
+
+    case("lstm_forward", "lstm", 4, 3, 5, 4)
+    case("lstm_reverse_no_optional", "lstm", 3, 2, 3, 5, direction="reverse", bias=False, h0=False, c0=False,
+         drop_tail=True)
+    case("lstm_bidirectional_lens_peephole_clip", "lstm", 5, 3, 4, 3, direction="bidirectional",
+         lens=[5, 0, 2], peep=True, clip=0.9)
+    case("lstm_input_forget", "lstm", 3, 2, 4, 4, input_forget=1, peep=True)
+    case("lstm_activations", "lstm", 4, 2, 3, 3, direction="bidirectional",
+         acts=["HardSigmoid", "Softsign", "Elu", "Sigmoid", "ScaledTanh", "LeakyRelu"],
+         alphas=[0.3, 0.9, 0.7, 0.05], betas=[0.45, 1.3])
+    case("lstm_seq_len_one_batch_one", "lstm", 1, 1, 2, 1)
+    case("gru_forward", "gru", 4, 3, 5, 4)
+    case("gru_reverse_no_optional", "gru", 3, 2, 3, 5, direction="reverse", bias=False, h0=False, drop_tail=True)
+    case("gru_bidirectional_lens_linear_before_reset", "gru", 5, 3, 4, 3, direction="bidirectional",
+         lens=[2, 5, 0], linear_before_reset=1, clip=1.1)
+    case("gru_activations", "gru", 4, 2, 3, 4, direction="bidirectional",
+         acts=["HardSigmoid", "Softplus", "ThresholdedRelu", "Affine"], alphas=[0.25, 0.1, 0.8], betas=[0.5, 0.2])
+    case("gru_relu_candidate", "gru", 3, 2, 3, 3, acts=["Sigmoid", "Relu"])
+
+
 def main():
     os.makedirs(OUT_DIR, exist_ok=True)
     gen_elementwise()
@@ -670,6 +737,7 @@ def main():
     # [issue 17: resize, conv_transpose2d]
 
     # [issue 17: lstm, gru]
+    gen_rnn()
 
     with open(os.path.join(OUT_DIR, "manifest.txt"), "w", newline="\n") as f:
         f.write("# Generated by tests/kernels/reference/make_golden.py; do not edit.\n")

@@ -191,6 +191,47 @@ bool parse_attrs(const GoldenCase& c, const OpInfo& info, OpAttrs* attrs,
       return false;
     }
   }
+  // lstm / gru (RnnAttrs): activations by name, their alpha / beta, per direction in ONNX order.
+  if (has("direction")) {
+    const std::string& v = c.fields.at("direction");
+    attrs->rnn_direction = v == "forward" ? RnnDirection::Forward
+                           : v == "reverse" ? RnnDirection::Reverse
+                           : v == "bidirectional" ? RnnDirection::Bidirectional
+                                                  : RnnDirection::Invalid;
+    if (attrs->rnn_direction == RnnDirection::Invalid) {
+      *error = "unknown direction " + v;
+      return false;
+    }
+  }
+  if (has("hidden_size")) attrs->hidden_size = static_cast<int32_t>(ints("hidden_size").at(0));
+  if (has("activations")) {
+    static const char* const kNames[] = {"Sigmoid", "Tanh", "Relu", "HardSigmoid", "LeakyRelu", "ThresholdedRelu",
+                                         "ScaledTanh", "Affine", "Elu", "Softsign", "Softplus"};
+    const std::vector<std::string> names = split(c.fields.at("activations"), ',');
+    const std::vector<std::string> alphas = split(c.fields.at("rnn_alpha"), ',');
+    const std::vector<std::string> betas = split(c.fields.at("rnn_beta"), ',');
+    if (names.size() > static_cast<size_t>(kMaxRnnActivations) || alphas.size() != names.size() ||
+        betas.size() != names.size()) {
+      *error = "activations, rnn_alpha and rnn_beta must have equal lengths <= 6";
+      return false;
+    }
+    attrs->rnn_act_count = static_cast<uint8_t>(names.size());
+    for (size_t k = 0; k < names.size(); ++k) {
+      attrs->rnn_act[k] = RnnActivation::Invalid;
+      for (int a = 0; a < 11; ++a) {
+        if (names[k] == kNames[a]) attrs->rnn_act[k] = static_cast<RnnActivation>(a + 1);
+      }
+      if (attrs->rnn_act[k] == RnnActivation::Invalid) {
+        *error = "unknown activation " + names[k];
+        return false;
+      }
+      attrs->rnn_alpha[k] = std::strtof(alphas[k].c_str(), nullptr);
+      attrs->rnn_beta[k] = std::strtof(betas[k].c_str(), nullptr);
+    }
+  }
+  if (has("clip")) attrs->rnn_clip = real("clip");
+  if (has("linear_before_reset")) attrs->linear_before_reset = ints("linear_before_reset").at(0) != 0;
+  if (has("input_forget")) attrs->input_forget = ints("input_forget").at(0) != 0;
   if (!ok) *error = "attribute list longer than its field";
   return ok;
 }
@@ -259,74 +300,93 @@ void run_golden_case(const GoldenCase& c, const std::string& dir, bool special,
     ASSERT_TRUE(tools::read_npy(dir + input_files[i], &arrays[i], &error)) << error;
     inputs[i] = view_of(arrays[i]);
   }
-  NpyArray expected;
-  ASSERT_TRUE(tools::read_npy(dir + c.fields.at("output"), &expected, &error)) << error;
+  // output=<f> or, for ops with several outputs (lstm, gru), output=<f0>,<f1>,...
+  const std::vector<std::string> output_files = split(c.fields.at("output"), ',');
+  const size_t output_count = output_files.size();
+  std::vector<NpyArray> expected(output_count);
+  for (size_t o = 0; o < output_count; ++o) {
+    ASSERT_TRUE(tools::read_npy(dir + output_files[o], &expected[o], &error)) << error;
+  }
 
-  TensorView out;
+  std::vector<TensorView> outs(output_count);
   ErrorContext ctx;
-  const Status shaped = info->shape(attrs, inputs.data(), inputs.size(), &out, 1,
+  const Status shaped = info->shape(attrs, inputs.data(), inputs.size(), outs.data(), output_count,
                                     Span<const int64_t>(symbols.data(), symbols.size()), &ctx);
   ASSERT_TRUE(shaped.is_ok()) << "shape function failed: " << ctx.message;
-  ASSERT_EQ(out.dtype, expected.dtype);
-  ASSERT_EQ(out.rank, expected.dims.size());
-  for (size_t i = 0; i < expected.dims.size(); ++i) {
-    ASSERT_EQ(out.dims[i], expected.dims[i]) << "output dim " << i;
+  for (size_t o = 0; o < output_count; ++o) {
+    ASSERT_EQ(outs[o].dtype, expected[o].dtype) << "output " << o;
+    ASSERT_EQ(outs[o].rank, expected[o].dims.size()) << "output " << o;
+    for (size_t i = 0; i < expected[o].dims.size(); ++i) {
+      ASSERT_EQ(outs[o].dims[i], expected[o].dims[i]) << "output " << o << " dim " << i;
+    }
   }
 
   KernelKey key;
   key.op = op;
-  key.arg_count = static_cast<uint8_t>(inputs.size() + 1);
+  key.arg_count = static_cast<uint8_t>(inputs.size() + output_count);
   for (size_t i = 0; i < inputs.size(); ++i) key.dtypes[i] = inputs[i].dtype;
-  key.dtypes[inputs.size()] = out.dtype;
+  for (size_t o = 0; o < output_count; ++o) key.dtypes[inputs.size() + o] = outs[o].dtype;
   const KernelRegistry::Entry* entry = registry.find(key);
   char key_text[256];
   ASSERT_NE(entry, nullptr) << "no kernel for " << format_key(key, key_text, sizeof(key_text));
 
-  // Fill the output with a pattern so a kernel that skips elements cannot pass by accident.
-  std::vector<uint8_t> buffer(out.nbytes() + 1, 0xA5);
-  out.data = buffer.data();
+  // Fill the outputs with a pattern so a kernel that skips elements cannot pass by accident.
+  std::vector<std::vector<uint8_t>> buffers(output_count);
+  for (size_t o = 0; o < output_count; ++o) {
+    buffers[o].assign(outs[o].nbytes() + 1, 0xA5);
+    outs[o].data = buffers[o].data();
+  }
   KernelContext kctx;
-  entry->fn(kctx, attrs, inputs.data(), inputs.size(), &out, 1);
+  std::vector<uint8_t> scratch;
+  if (entry->scratch != nullptr) {
+    scratch.resize(entry->scratch(attrs, inputs.data(), inputs.size(), outs.data(), output_count, 1));
+    kctx.scratch = Span<uint8_t>(scratch.data(), scratch.size());
+  }
+  entry->fn(kctx, attrs, inputs.data(), inputs.size(), outs.data(), output_count);
 
-  ASSERT_EQ(out.nbytes(), expected.data.size());
   const double rtol = std::strtod(c.fields.at("rtol").c_str(), nullptr);
   const double atol = std::strtod(c.fields.at("atol").c_str(), nullptr);
-  const uint64_t numel = out.numel();
-  if (special && out.dtype == ScalarType::F32) {
-    const float* actual = reinterpret_cast<const float*>(buffer.data());
-    const float* want = reinterpret_cast<const float*>(expected.data.data());
-    for (uint64_t i = 0; i < numel; ++i) {
-      EXPECT_TRUE(same_special(actual[i], want[i], rtol, atol))
-          << "element " << i << " " << index_text(i, expected.dims) << ": got " << actual[i]
-          << (std::signbit(actual[i]) ? " (sign set)" : "") << ", expected " << want[i]
-          << (std::signbit(want[i]) ? " (sign set)" : "");
-    }
-    return;
-  }
-  if (rtol == 0.0 && atol == 0.0) {
-    const size_t elem = static_cast<size_t>(bits_of(out.dtype) / 8);
-    for (uint64_t i = 0; i < numel; ++i) {
-      if (std::memcmp(buffer.data() + i * elem, expected.data.data() + i * elem, elem) != 0) {
-        FAIL() << "first mismatch at element " << i << " " << index_text(i, expected.dims)
-               << " (bytes differ)";
+  for (size_t o = 0; o < output_count; ++o) {
+    SCOPED_TRACE("output " + std::to_string(o));
+    const TensorView& out = outs[o];
+    const std::vector<uint8_t>& buffer = buffers[o];
+    ASSERT_EQ(out.nbytes(), expected[o].data.size());
+    const uint64_t numel = out.numel();
+    const std::vector<int64_t>& dims = expected[o].dims;
+    if (special && out.dtype == ScalarType::F32) {
+      const float* actual = reinterpret_cast<const float*>(buffer.data());
+      const float* want = reinterpret_cast<const float*>(expected[o].data.data());
+      for (uint64_t i = 0; i < numel; ++i) {
+        EXPECT_TRUE(same_special(actual[i], want[i], rtol, atol))
+            << "element " << i << " " << index_text(i, dims) << ": got " << actual[i]
+            << (std::signbit(actual[i]) ? " (sign set)" : "") << ", expected " << want[i]
+            << (std::signbit(want[i]) ? " (sign set)" : "");
       }
+      continue;
     }
-    return;
+    if (rtol == 0.0 && atol == 0.0) {
+      const size_t elem = static_cast<size_t>(bits_of(out.dtype) / 8);
+      for (uint64_t i = 0; i < numel; ++i) {
+        if (std::memcmp(buffer.data() + i * elem, expected[o].data.data() + i * elem, elem) != 0) {
+          FAIL() << "first mismatch at element " << i << " " << index_text(i, dims) << " (bytes differ)";
+        }
+      }
+      continue;
+    }
+    ASSERT_EQ(out.dtype, ScalarType::F32);
+    const float* actual = reinterpret_cast<const float*>(buffer.data());
+    const float* want = reinterpret_cast<const float*>(expected[o].data.data());
+    uint64_t mismatches = 0, first = 0;
+    for (uint64_t i = 0; i < numel; ++i) {
+      const double a = actual[i], e = want[i];
+      const bool same =
+          (std::isnan(a) && std::isnan(e)) || std::fabs(a - e) <= atol + rtol * std::fabs(e);
+      if (!same && mismatches++ == 0) first = i;
+    }
+    EXPECT_EQ(mismatches, 0u) << "first mismatch at element " << first << " " << index_text(first, dims)
+                              << ": got " << actual[first] << ", expected " << want[first] << " (rtol "
+                              << rtol << ", atol " << atol << ")";
   }
-  ASSERT_EQ(out.dtype, ScalarType::F32);
-  const float* actual = reinterpret_cast<const float*>(buffer.data());
-  const float* want = reinterpret_cast<const float*>(expected.data.data());
-  uint64_t mismatches = 0, first = 0;
-  for (uint64_t i = 0; i < numel; ++i) {
-    const double a = actual[i], e = want[i];
-    const bool same =
-        (std::isnan(a) && std::isnan(e)) || std::fabs(a - e) <= atol + rtol * std::fabs(e);
-    if (!same && mismatches++ == 0) first = i;
-  }
-  EXPECT_EQ(mismatches, 0u) << "first mismatch at element " << first << " "
-                            << index_text(first, expected.dims) << ": got " << actual[first]
-                            << ", expected " << want[first] << " (rtol " << rtol << ", atol "
-                            << atol << ")";
 }
 
 TEST_P(GoldenTest, MatchesNumpy) { run_golden_case(GetParam(), golden_dir(), false, *registry_); }
