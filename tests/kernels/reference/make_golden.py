@@ -12,7 +12,9 @@ manifest.txt: one case per line, space-separated key=value tokens:
 approx (none|tanh), kernel, stride, padding (top,left,bottom,right), dilation, groups, ceil_mode,
 count_include_pad, shape, shape_sym, symbols, perm, axes, starts, ends, steps, clip_min, clip_max,
 alpha, beta, keepdims, pads, pad_value, mode (constant|reflect|edge), to (a dtype name: f32, f16,
-i8, ...). axes without starts is a reduction's axis list. rtol=0 atol=0 means bytes must match
+i8, ...), output_padding, resize_mode (nearest|linear|cubic), coord, nearest_mode, cubic_a,
+exclude_outside, scales (resize's f32 scales; shape holds its sizes). axes without starts is a
+reduction's axis list. rtol=0 atol=0 means bytes must match
 exactly.
 
 The conv and pool references below follow PyTorch's definitions and are written independently of
@@ -668,6 +670,8 @@ def main():
     # [issue 17: reductions and index ops]
 
     # [issue 17: resize, conv_transpose2d]
+    import golden_spatial
+    golden_spatial.gen(add_case, randn, rng, F32_TOL, EXACT)
 
     # [issue 17: lstm, gru]
 
