@@ -112,6 +112,11 @@ size_t sample_scratch(const OpAttrs& attrs, const TensorView* inputs, size_t inp
 // [issue 17: reductions and index ops]
 
 // [issue 17: resize, conv_transpose2d]
+// resize.cc: f32, any rank; vector paths for nearest / linear over the last two dims of NCHW-like
+// tensors (x2 nearest as a doubling copy), the reference's loop otherwise. conv_transpose2d.cc: f32
+// NCHW gather form, phase-major row accumulation, conv2d's clamp; bitwise thread invariant.
+EMBER_CPU_KERNEL(resize);
+EMBER_CPU_KERNEL(conv_transpose2d);
 
 // [issue 17: lstm, gru]
 // f32 ONNX LSTM / GRU as one fused kernel each (rnn.cc): the input projections of all steps in one

@@ -144,6 +144,10 @@ Status register_cpu_kernels(KernelRegistry& r) {
   // [issue 17: reductions and index ops]
 
   // [issue 17: resize, conv_transpose2d]
+  EMBER_RETURN_IF_ERROR(add(r, OpCode::Resize, cpu::resize, {F, F}));
+  EMBER_RETURN_IF_ERROR(add(r, OpCode::ConvTranspose2d, cpu::conv_transpose2d, {F, F, F, F}));
+  EMBER_RETURN_IF_ERROR(add(r, OpCode::ConvTranspose2d, cpu::conv_transpose2d, {F, F, X, F}));
+  EMBER_RETURN_IF_ERROR(add(r, OpCode::ConvTranspose2d, cpu::conv_transpose2d, {F, F, F}));
 
   // [issue 17: lstm, gru]
   // Every arity and every subset of the optional inputs (absent = X); sequence_lens is i32.

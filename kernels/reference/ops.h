@@ -125,6 +125,11 @@ size_t sample_scratch(const OpAttrs& attrs, const TensorView* inputs, size_t inp
 // [issue 17: reductions and index ops]
 
 // [issue 17: resize, conv_transpose2d]
+// spatial.cc. resize: f32, any rank, ResizeAttrs (nearest / linear / cubic, every coordinate mode),
+// indices and weights from runtime/kernel/resize_math.h, products of weights summed in double.
+// conv_transpose2d: f32 NCHW, w [C, O/groups, kH, kW], bias [O]?; sums in double, then conv2d's clamp.
+EMBER_REFERENCE_KERNEL(resize);
+EMBER_REFERENCE_KERNEL(conv_transpose2d);
 
 // [issue 17: lstm, gru]
 // f32 ONNX LSTM / GRU, layout 0 (runtime/kernel/op_info_rnn.cc lists the inputs and outputs):

@@ -185,6 +185,10 @@ Status register_reference_kernels(KernelRegistry& registry, bool only_missing) {
   // [issue 17: reductions and index ops]
 
   // [issue 17: resize, conv_transpose2d]
+  EMBER_RETURN_IF_ERROR(r.add(OpCode::Resize, ref::resize, {F, F}));
+  EMBER_RETURN_IF_ERROR(r.add(OpCode::ConvTranspose2d, ref::conv_transpose2d, {F, F, F, F}));
+  EMBER_RETURN_IF_ERROR(r.add(OpCode::ConvTranspose2d, ref::conv_transpose2d, {F, F, X, F}));
+  EMBER_RETURN_IF_ERROR(r.add(OpCode::ConvTranspose2d, ref::conv_transpose2d, {F, F, F}));
 
   // [issue 17: lstm, gru]
   // Every arity and every subset of the optional inputs (absent = X); sequence_lens is i32.

@@ -222,8 +222,8 @@ constexpr OpInfo kOpInfos[] = {
     {OpCode::CumSum, "cumsum", AttrKind::CumSum, 1, 1, 1, not_implemented_shape, nullptr},
     {OpCode::GatherElements, "gather_elements", AttrKind::Axis, 2, 2, 1, not_implemented_shape, nullptr},
     {OpCode::GroupNorm, "group_norm", AttrKind::GroupNorm, 3, 3, 1, not_implemented_shape, nullptr},
-    {OpCode::Resize, "resize", AttrKind::Resize, 1, 1, 1, not_implemented_shape, nullptr},
-    {OpCode::ConvTranspose2d, "conv_transpose2d", AttrKind::Conv2d, 2, 3, 1, not_implemented_shape, nullptr},
+    {OpCode::Resize, "resize", AttrKind::Resize, 1, 1, 1, resize_shape, nullptr},
+    {OpCode::ConvTranspose2d, "conv_transpose2d", AttrKind::Conv2d, 2, 3, 1, conv_transpose2d_shape, nullptr},
     {OpCode::Lstm, "lstm", AttrKind::Rnn, 3, 8, 3, lstm_shape, lstm_check},
     {OpCode::Gru, "gru", AttrKind::Rnn, 3, 6, 2, gru_shape, gru_check},
 };

@@ -91,6 +91,8 @@ ShapeFunction matmul_shape, linear_shape, conv2d_shape, max_pool2d_shape, avg_po
 // [issue 17: reductions and index ops]
 
 // [issue 17: resize, conv_transpose2d]
+// op_info_spatial.cc
+ShapeFunction resize_shape, conv_transpose2d_shape;
 
 // [issue 17: lstm, gru]
 // op_info_rnn.cc: ONNX LSTM / GRU (layout 0); the checks refuse sequence_lens outside [0, T].

@@ -380,6 +380,9 @@ class Importer {
   // [issue 17: reductions and index ops]
 
   // [issue 17: resize, conv_transpose2d]
+  void op_resize(NodeContext& ctx);
+  void op_conv_transpose(NodeContext& ctx);
+  void op_conv_nd(NodeContext& ctx, bool transpose);  // 1-D Conv, 1-D / 2-D ConvTranspose; refuses 3-D
 
   // [issue 17: lstm, gru]
   void op_rnn(NodeContext& ctx);  // LSTM and GRU (onnx_ops_rnn.cc)

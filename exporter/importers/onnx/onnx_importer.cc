@@ -728,6 +728,8 @@ const std::map<std::string, Importer::Handler>& Importer::handlers() {
   // [issue 17: reductions and index ops]
 
   // [issue 17: resize, conv_transpose2d]
+      {"Resize", &Importer::op_resize},
+      {"ConvTranspose", &Importer::op_conv_transpose},
 
   // [issue 17: lstm, gru]
       {"LSTM", &Importer::op_rnn},

@@ -155,6 +155,7 @@ bool read_pair(NodeContext& ctx, const char* attr, int32_t out[2]) {
 
 void Importer::op_conv(NodeContext& ctx) {
   const std::vector<SymInt> x_dims = dims_of(ctx, 0);
+  if (x_dims.size() != 4) return op_conv_nd(ctx, false);  // 1-D as 2-D, 3-D refused (onnx_ops_spatial.cc)
   const std::vector<SymInt> w_dims = dims_of(ctx, 1);
   if (w_dims.size() != 4 || x_dims.size() != 4) {
     ctx.fail("only 2-D convolutions are supported (input rank " + std::to_string(x_dims.size()) + ", weight rank " +

@@ -203,8 +203,8 @@ TEST(CpuRegisterTest, RegistersEveryKeyOnceAndReferenceFillsNothingMore) {
   // weight (5 layouts x 3 bias forms); the LLM ops: rms_norm, rope, silu_mul, embedding (f32, bf16,
   // f16 weights), sample; paged_attention (f32, bf16, f16, fp8 caches); linear with a bf16 weight
   // (3 bias forms). Issue 17: lstm (63 keys: inputs 3..8, every subset of the optional ones) and gru
-  // (15 keys: inputs 3..6).
-  EXPECT_EQ(cpu_count, 10u + 6u + 4u + 7u + 13u * (2u + 15u) + 11u + 2u + 15u + 7u + 4u + 3u + 63u + 15u);
+  // (15 keys: inputs 3..6); resize (1), conv_transpose2d (3 bias forms).
+  EXPECT_EQ(cpu_count, 10u + 6u + 4u + 7u + 13u * (2u + 15u) + 11u + 2u + 15u + 7u + 4u + 3u + 63u + 15u + 1u + 3u);
   ASSERT_TRUE(register_reference_kernels(registry, /*only_missing=*/true).is_ok());
   // The reference fills in only the ops the cpu library leaves to it: the byte copies reshape (13
   // dtypes) and logits_gather (1 key); the importer's equal (4 keys), where / expand / gather (i32,

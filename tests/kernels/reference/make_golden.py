@@ -13,9 +13,11 @@ approx (none|tanh), kernel, stride, padding (top,left,bottom,right), dilation, g
 count_include_pad, shape, shape_sym, symbols, perm, axes, starts, ends, steps, clip_min, clip_max,
 alpha, beta, keepdims, pads, pad_value, mode (constant|reflect|edge), to (a dtype name: f32, f16,
 i8, ...), direction (forward|reverse|bidirectional), hidden_size, activations (names),
-rnn_alpha, rnn_beta, clip, input_forget, linear_before_reset. axes without starts is a reduction's
-axis list. rtol=0 atol=0 means bytes must match exactly. output= lists several files, comma-separated,
-for ops with several outputs (lstm, gru).
+rnn_alpha, rnn_beta, clip, input_forget, linear_before_reset, output_padding, resize_mode
+(nearest|linear|cubic), coord, nearest_mode, cubic_a, exclude_outside, scales (resize's f32 scales;
+shape holds its sizes). axes without starts is a reduction's axis list. rtol=0 atol=0 means bytes
+must match exactly. output= lists several files, comma-separated, for ops with several outputs
+(lstm, gru).
 
 The conv and pool references below follow PyTorch's definitions and are written independently of
 the C++ kernels.
@@ -735,6 +737,8 @@ def main():
     # [issue 17: reductions and index ops]
 
     # [issue 17: resize, conv_transpose2d]
+    import golden_spatial
+    golden_spatial.gen(add_case, randn, rng, F32_TOL, EXACT)
 
     # [issue 17: lstm, gru]
     gen_rnn()

@@ -232,6 +232,39 @@ bool parse_attrs(const GoldenCase& c, const OpInfo& info, OpAttrs* attrs,
   if (has("clip")) attrs->rnn_clip = real("clip");
   if (has("linear_before_reset")) attrs->linear_before_reset = ints("linear_before_reset").at(0) != 0;
   if (has("input_forget")) attrs->input_forget = ints("input_forget").at(0) != 0;
+  // [issue 17: resize, conv_transpose2d]
+  if (has("output_padding")) ok = ok && copy_ints("output_padding", attrs->output_padding, 2);
+  if (has("resize_mode")) {
+    const std::string& m = c.fields.at("resize_mode");
+    attrs->resize_mode = m == "nearest" ? ResizeMode::Nearest
+                         : m == "linear" ? ResizeMode::Linear
+                         : m == "cubic"  ? ResizeMode::Cubic
+                                         : ResizeMode::Invalid;
+    const std::string& t = c.fields.at("coord");
+    attrs->resize_coord = t == "half_pixel"             ? ResizeCoord::HalfPixel
+                          : t == "align_corners"        ? ResizeCoord::AlignCorners
+                          : t == "asymmetric"           ? ResizeCoord::Asymmetric
+                          : t == "pytorch_half_pixel"   ? ResizeCoord::PytorchHalfPixel
+                          : t == "half_pixel_symmetric" ? ResizeCoord::HalfPixelSymmetric
+                                                        : ResizeCoord::Invalid;
+    const std::string& n = c.fields.at("nearest_mode");
+    attrs->resize_nearest = n == "round_prefer_floor"  ? ResizeNearest::RoundPreferFloor
+                            : n == "round_prefer_ceil" ? ResizeNearest::RoundPreferCeil
+                            : n == "floor"             ? ResizeNearest::Floor
+                            : n == "ceil"              ? ResizeNearest::Ceil
+                                                       : ResizeNearest::Invalid;
+    if (attrs->resize_mode == ResizeMode::Invalid || attrs->resize_coord == ResizeCoord::Invalid ||
+        attrs->resize_nearest == ResizeNearest::Invalid) {
+      *error = "unknown resize mode " + m + " / " + t + " / " + n;
+      return false;
+    }
+    attrs->cubic_a = real("cubic_a");
+    attrs->exclude_outside = ints("exclude_outside").at(0) != 0;
+    const std::vector<std::string> scales = split(c.fields.at("scales"), ',');
+    ok = ok && scales.size() <= static_cast<size_t>(kMaxRank);
+    for (size_t i = 0; ok && i < scales.size(); ++i) attrs->resize_scales[i] = std::strtof(scales[i].c_str(), nullptr);
+  }
+
   if (!ok) *error = "attribute list longer than its field";
   return ok;
 }
