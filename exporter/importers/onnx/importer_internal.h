@@ -366,6 +366,12 @@ class Importer {
   void op_einsum(NodeContext& ctx);
   void op_quantized(NodeContext& ctx);
   // [issue 17: elementwise ops]
+  void op_activation(NodeContext& ctx);
+  void op_prelu(NodeContext& ctx);
+  void op_math_unary(NodeContext& ctx);
+  void op_compare(NodeContext& ctx);
+  void op_logical(NodeContext& ctx);
+  void op_variadic(NodeContext& ctx);
 
   // [issue 17: reductions and index ops]
 
