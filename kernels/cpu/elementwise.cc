@@ -1,6 +1,8 @@
 // f32 elementwise kernels: broadcasting add/sub/mul/div, relu/gelu/silu/sigmoid/tanh, the
 // importer's clip/hard_sigmoid/hard_swish/erf/sqrt/exp/neg, pow (vector fast paths for a scalar
-// exponent of 1, 2 or 3, std::pow per element otherwise) and where (f32).
+// exponent of 1, 2 or 3, std::pow per element otherwise) and where (f32). Issue 17: broadcasting
+// max/min/prelu and the comparisons greater/less/greater_equal/less_equal (f32 -> bool bytes), and
+// leaky_relu/elu/selu/softplus/log/abs.
 //
 // Broadcasting: the operands' strides are aligned to the output, size-1 output dims dropped and
 // adjacent dims merged where both operands stay contiguous (or stay broadcast), so a same-shape op
@@ -15,6 +17,7 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <limits>
 
 #include "hwy/contrib/math/math-inl.h"
 #include "kernels/cpu/hwy_util-inl.h"
@@ -25,11 +28,15 @@
 #include "kernels/cpu/parallel.h"
 namespace ember::kernels::cpu_detail {
 
-enum class BinaryOp : int { Add, Sub, Mul, Div };
+// The comparisons (Greater .. LessEq) write bool bytes (0 / 1); every other op writes f32.
+enum class BinaryOp : int { Add, Sub, Mul, Div, Max, Min, PRelu, Greater, Less, GreaterEq, LessEq };
 enum class UnaryOp : int {
   Relu, GeluErf, GeluTanh, Silu, Sigmoid, Tanh,
   Clip, HardSigmoid, HardSwish, Erf, Sqrt, Exp, Neg, Square, Cube, Copy,
+  LeakyRelu, Elu, Selu, Softplus, Log, Abs,
 };
+
+constexpr bool is_compare(BinaryOp op) { return op >= BinaryOp::Greater; }
 
 constexpr size_t kBlock = 8192;  // elements per work unit along the run
 
@@ -37,7 +44,7 @@ struct BinaryPlan {
   BinaryOp op;
   const float* a;
   const float* b;
-  float* out;
+  void* out;                            // f32, or bool bytes for a comparison
   int outer_rank;                       // dims outside the run, innermost last
   int64_t outer_dims[kMaxRank];
   int64_t a_strides[kMaxRank];          // element strides of the outer dims
@@ -52,7 +59,8 @@ struct UnaryPlan {
   const float* in;
   float* out;
   size_t count;
-  float p0 = 0.0f, p1 = 0.0f;  // Clip: min, max. HardSigmoid: alpha, beta.
+  // Clip: min, max. HardSigmoid: alpha, beta. LeakyRelu, Elu: alpha. Selu: alpha * gamma, gamma.
+  float p0 = 0.0f, p1 = 0.0f;
 };
 
 // where(cond, x, y) with all three of the output's shape, or y (or x) a single element.
@@ -74,41 +82,78 @@ namespace hn = hwy::HWY_NAMESPACE;
 using cpu_detail::BinaryOp;
 using cpu_detail::UnaryOp;
 
-template <BinaryOp kOp, class V>
-HWY_INLINE V Apply2(V a, V b) {
+template <BinaryOp kOp, class D, class V>
+HWY_INLINE V Apply2(D d, V a, V b) {
   if constexpr (kOp == BinaryOp::Add) return hn::Add(a, b);
   if constexpr (kOp == BinaryOp::Sub) return hn::Sub(a, b);
   if constexpr (kOp == BinaryOp::Mul) return hn::Mul(a, b);
   if constexpr (kOp == BinaryOp::Div) return hn::Div(a, b);
+  // a > b ? a : b (a tie gives b, as the reference and onnxruntime), then a NaN a wins; a NaN b
+  // already did (the comparison is false). hn::Max leaves NaN undefined.
+  if constexpr (kOp == BinaryOp::Max) return hn::IfThenElse(hn::IsNaN(a), a, hn::IfThenElse(hn::Gt(a, b), a, b));
+  if constexpr (kOp == BinaryOp::Min) return hn::IfThenElse(hn::IsNaN(a), a, hn::IfThenElse(hn::Lt(a, b), a, b));
+  // x < 0 ? slope x : x (NaN and -0 pass).
+  if constexpr (kOp == BinaryOp::PRelu) return hn::IfThenElse(hn::Lt(a, hn::Zero(d)), hn::Mul(a, b), a);
 }
 
-// out[i] = a[i*sa] op b[i*sb], sa and sb in {0, 1}.
+template <BinaryOp kOp, class V>
+HWY_INLINE auto Compare2(V a, V b) {
+  if constexpr (kOp == BinaryOp::Greater) return hn::Gt(a, b);
+  if constexpr (kOp == BinaryOp::Less) return hn::Lt(a, b);
+  if constexpr (kOp == BinaryOp::GreaterEq) return hn::Ge(a, b);
+  if constexpr (kOp == BinaryOp::LessEq) return hn::Le(a, b);
+}
+
+// Stores op(a, b) for lanes [0, count) at element `index` of out: the full vector when kFull.
+template <BinaryOp kOp, bool kFull, class D, class V>
+HWY_INLINE void Store2(D d, V a, V b, void* out, size_t index, size_t count) {
+  if constexpr (cpu_detail::is_compare(kOp)) {
+    // The mask as 0 / 1 in 32-bit lanes, narrowed to bytes.
+    const hn::Rebind<int32_t, D> di;
+    const hn::Rebind<uint8_t, D> d8;
+    const auto bytes = hn::DemoteTo(d8, hn::IfThenElseZero(hn::RebindMask(di, Compare2<kOp>(a, b)), hn::Set(di, 1)));
+    uint8_t* o = static_cast<uint8_t*>(out) + index;
+    if constexpr (kFull) {
+      hn::StoreU(bytes, d8, o);
+    } else {
+      StoreTail(d8, bytes, o, count);
+    }
+  } else {
+    float* o = static_cast<float*>(out) + index;
+    if constexpr (kFull) {
+      hn::StoreU(Apply2<kOp>(d, a, b), d, o);
+    } else {
+      StoreTail(d, Apply2<kOp>(d, a, b), o, count);
+    }
+  }
+}
+
+// out[index + i] = a[i*sa] op b[i*sb] for i < n, sa and sb in {0, 1}.
 template <BinaryOp kOp>
 HWY_INLINE void BinaryRun(const float* HWY_RESTRICT a, int64_t sa, const float* HWY_RESTRICT b,
-                          int64_t sb, float* out, size_t n) {
+                          int64_t sb, void* out, size_t index, size_t n) {
   const hn::ScalableTag<float> d;
   const size_t lanes = hn::Lanes(d);
   size_t i = 0;
   if (sa == 1 && sb == 1) {
     for (; i + lanes <= n; i += lanes) {
-      hn::StoreU(Apply2<kOp>(hn::LoadU(d, a + i), hn::LoadU(d, b + i)), d, out + i);
+      Store2<kOp, true>(d, hn::LoadU(d, a + i), hn::LoadU(d, b + i), out, index + i, lanes);
     }
     if (i < n) {
-      StoreTail(d, Apply2<kOp>(LoadTail(d, a + i, n - i), LoadTail(d, b + i, n - i, 1.0f)), out + i,
-                n - i);
+      Store2<kOp, false>(d, LoadTail(d, a + i, n - i), LoadTail(d, b + i, n - i, 1.0f), out, index + i, n - i);
     }
   } else if (sa == 1) {
     const auto vb = hn::Set(d, b[0]);
-    for (; i + lanes <= n; i += lanes) hn::StoreU(Apply2<kOp>(hn::LoadU(d, a + i), vb), d, out + i);
-    if (i < n) StoreTail(d, Apply2<kOp>(LoadTail(d, a + i, n - i), vb), out + i, n - i);
+    for (; i + lanes <= n; i += lanes) Store2<kOp, true>(d, hn::LoadU(d, a + i), vb, out, index + i, lanes);
+    if (i < n) Store2<kOp, false>(d, LoadTail(d, a + i, n - i), vb, out, index + i, n - i);
   } else if (sb == 1) {
     const auto va = hn::Set(d, a[0]);
-    for (; i + lanes <= n; i += lanes) hn::StoreU(Apply2<kOp>(va, hn::LoadU(d, b + i)), d, out + i);
-    if (i < n) StoreTail(d, Apply2<kOp>(va, LoadTail(d, b + i, n - i, 1.0f)), out + i, n - i);
+    for (; i + lanes <= n; i += lanes) Store2<kOp, true>(d, va, hn::LoadU(d, b + i), out, index + i, lanes);
+    if (i < n) Store2<kOp, false>(d, va, LoadTail(d, b + i, n - i, 1.0f), out, index + i, n - i);
   } else {
-    const auto v = Apply2<kOp>(hn::Set(d, a[0]), hn::Set(d, b[0]));
-    for (; i + lanes <= n; i += lanes) hn::StoreU(v, d, out + i);
-    if (i < n) StoreTail(d, v, out + i, n - i);
+    const auto va = hn::Set(d, a[0]), vb = hn::Set(d, b[0]);
+    for (; i + lanes <= n; i += lanes) Store2<kOp, true>(d, va, vb, out, index + i, lanes);
+    if (i < n) Store2<kOp, false>(d, va, vb, out, index + i, n - i);
   }
 }
 
@@ -137,8 +182,8 @@ void BinaryUnits(const cpu_detail::BinaryPlan& p, size_t begin, size_t end) {
     if (hi > static_cast<size_t>(p.run)) hi = static_cast<size_t>(p.run);
     const int64_t out_off = static_cast<int64_t>(outer) * p.run;
     BinaryRun<kOp>(p.a + a_off + static_cast<int64_t>(lo) * p.a_step, p.a_step,
-                   p.b + b_off + static_cast<int64_t>(lo) * p.b_step, p.b_step,
-                   p.out + out_off + static_cast<int64_t>(lo), hi - lo);
+                   p.b + b_off + static_cast<int64_t>(lo) * p.b_step, p.b_step, p.out,
+                   static_cast<size_t>(out_off) + lo, hi - lo);
     unit = outer * bpr + last_blk;
     ++outer;
     for (int i = p.outer_rank - 1; i >= 0; --i) {
@@ -158,6 +203,13 @@ void binary_f32_impl(const cpu_detail::BinaryPlan& p, size_t begin, size_t end) 
     case BinaryOp::Sub: return BinaryUnits<BinaryOp::Sub>(p, begin, end);
     case BinaryOp::Mul: return BinaryUnits<BinaryOp::Mul>(p, begin, end);
     case BinaryOp::Div: return BinaryUnits<BinaryOp::Div>(p, begin, end);
+    case BinaryOp::Max: return BinaryUnits<BinaryOp::Max>(p, begin, end);
+    case BinaryOp::Min: return BinaryUnits<BinaryOp::Min>(p, begin, end);
+    case BinaryOp::PRelu: return BinaryUnits<BinaryOp::PRelu>(p, begin, end);
+    case BinaryOp::Greater: return BinaryUnits<BinaryOp::Greater>(p, begin, end);
+    case BinaryOp::Less: return BinaryUnits<BinaryOp::Less>(p, begin, end);
+    case BinaryOp::GreaterEq: return BinaryUnits<BinaryOp::GreaterEq>(p, begin, end);
+    case BinaryOp::LessEq: return BinaryUnits<BinaryOp::LessEq>(p, begin, end);
   }
 }
 
@@ -236,6 +288,37 @@ HWY_INLINE V Apply1(D d, V x, V p0, V p1) {
   if constexpr (kOp == UnaryOp::Silu) return hn::Mul(x, Sigmoid(d, x));
   if constexpr (kOp == UnaryOp::Sigmoid) return Sigmoid(d, x);
   if constexpr (kOp == UnaryOp::Tanh) return hn::IfThenElse(hn::IsNaN(x), x, hn::Tanh(d, TanhArg(d, x)));
+  // x < 0 ? alpha x : x; NaN and -0 pass.
+  if constexpr (kOp == UnaryOp::LeakyRelu) return hn::IfThenElse(hn::Lt(x, hn::Zero(d)), hn::Mul(x, p0), x);
+  // x < 0 ? alpha expm1(x) : x. Expm1 gets min(x, 0) through ExpArg (defined for NaN / -inf; it
+  // gives -1 below -104); NaN lanes take the x branch.
+  if constexpr (kOp == UnaryOp::Elu) {
+    const V e = hn::Expm1(d, ExpArg(d, hn::Min(x, hn::Zero(d))));
+    return hn::IfThenElse(hn::Lt(x, hn::Zero(d)), hn::Mul(p0, e), x);
+  }
+  // gamma alpha expm1(x) for x < 0 (p0 = alpha * gamma), gamma x + 0 otherwise (+ 0 makes
+  // selu(-0) = +0, as the reference; NaN takes this branch).
+  if constexpr (kOp == UnaryOp::Selu) {
+    const V e = hn::Expm1(d, ExpArg(d, hn::Min(x, hn::Zero(d))));
+    return hn::IfThenElse(hn::Lt(x, hn::Zero(d)), hn::Mul(p0, e), hn::Add(hn::Mul(p1, x), hn::Zero(d)));
+  }
+  // max(x, 0) + log1p(exp(-|x|)): the reference's two branches in one (exp(-|x|) in [0, 1], where
+  // Log1p is valid); NaN reaches the result through the first term.
+  if constexpr (kOp == UnaryOp::Softplus) {
+    const V e = hn::Exp(d, ExpArg(d, hn::Neg(hn::Abs(x))));
+    return hn::Add(ReluKeepNaN(d, x), hn::Log1p(d, e));
+  }
+  // hwy's Log is valid on (0, FLT_MAX] (subnormals included): other lanes compute log(1) and take
+  // log(±0) = -inf, log(+inf) = +inf, NaN for x < 0, x itself for NaN.
+  if constexpr (kOp == UnaryOp::Log) {
+    const V zero = hn::Zero(d), inf = hn::Set(d, HUGE_VALF);
+    const auto ok = hn::And(hn::Gt(x, zero), hn::Lt(x, inf));
+    const V r = hn::Log(d, hn::IfThenElse(ok, x, hn::Set(d, 1.0f)));
+    const V special = hn::IfThenElse(hn::Eq(x, zero), hn::Neg(inf),
+                                     hn::IfThenElse(hn::Lt(x, zero), hn::Set(d, std::numeric_limits<float>::quiet_NaN()), x));
+    return hn::IfThenElse(ok, r, special);
+  }
+  if constexpr (kOp == UnaryOp::Abs) return hn::Abs(x);
 }
 
 template <UnaryOp kOp>
@@ -276,6 +359,12 @@ void unary_f32_impl(const cpu_detail::UnaryPlan& p, size_t begin, size_t end) {
     case UnaryOp::Silu: return UnaryRun<UnaryOp::Silu>(in, out, n);
     case UnaryOp::Sigmoid: return UnaryRun<UnaryOp::Sigmoid>(in, out, n);
     case UnaryOp::Tanh: return UnaryRun<UnaryOp::Tanh>(in, out, n);
+    case UnaryOp::LeakyRelu: return UnaryRun<UnaryOp::LeakyRelu>(in, out, n, p.p0, p.p1);
+    case UnaryOp::Elu: return UnaryRun<UnaryOp::Elu>(in, out, n, p.p0, p.p1);
+    case UnaryOp::Selu: return UnaryRun<UnaryOp::Selu>(in, out, n, p.p0, p.p1);
+    case UnaryOp::Softplus: return UnaryRun<UnaryOp::Softplus>(in, out, n);
+    case UnaryOp::Log: return UnaryRun<UnaryOp::Log>(in, out, n);
+    case UnaryOp::Abs: return UnaryRun<UnaryOp::Abs>(in, out, n);
   }
 }
 
@@ -357,7 +446,7 @@ void run_binary(KernelContext& ctx, BinaryOp op, const TensorView& a, const Tens
   plan.op = op;
   plan.a = a.data_as<const float>();
   plan.b = b.data_as<const float>();
-  plan.out = out.data_as<float>();
+  plan.out = out.data;
   if (n == 0) {  // every dim is 1 (or rank 0): one element
     plan.outer_rank = 0;
     plan.run = 1;
@@ -447,6 +536,13 @@ EMBER_CPU_BINARY(add, BinaryOp::Add)
 EMBER_CPU_BINARY(sub, BinaryOp::Sub)
 EMBER_CPU_BINARY(mul, BinaryOp::Mul)
 EMBER_CPU_BINARY(div, BinaryOp::Div)
+EMBER_CPU_BINARY(max, BinaryOp::Max)
+EMBER_CPU_BINARY(min, BinaryOp::Min)
+EMBER_CPU_BINARY(prelu, BinaryOp::PRelu)
+EMBER_CPU_BINARY(greater, BinaryOp::Greater)
+EMBER_CPU_BINARY(less, BinaryOp::Less)
+EMBER_CPU_BINARY(greater_equal, BinaryOp::GreaterEq)
+EMBER_CPU_BINARY(less_equal, BinaryOp::LessEq)
 #undef EMBER_CPU_BINARY
 
 #define EMBER_CPU_UNARY(name, op)                                                          \
@@ -464,6 +560,9 @@ EMBER_CPU_UNARY(erf, UnaryOp::Erf)
 EMBER_CPU_UNARY(sqrt, UnaryOp::Sqrt)
 EMBER_CPU_UNARY(exp, UnaryOp::Exp)
 EMBER_CPU_UNARY(neg, UnaryOp::Neg)
+EMBER_CPU_UNARY(softplus, UnaryOp::Softplus)
+EMBER_CPU_UNARY(log, UnaryOp::Log)
+EMBER_CPU_UNARY(abs, UnaryOp::Abs)
 #undef EMBER_CPU_UNARY
 
 void clip(KernelContext& ctx, const OpAttrs& attrs, const TensorView* inputs, size_t,
@@ -474,6 +573,23 @@ void clip(KernelContext& ctx, const OpAttrs& attrs, const TensorView* inputs, si
 void hard_sigmoid(KernelContext& ctx, const OpAttrs& attrs, const TensorView* inputs, size_t,
                   TensorView* outputs, size_t) {
   cpu_detail::run_unary(ctx, UnaryOp::HardSigmoid, inputs[0], outputs[0], attrs.alpha, attrs.beta);
+}
+
+void leaky_relu(KernelContext& ctx, const OpAttrs& attrs, const TensorView* inputs, size_t,
+                TensorView* outputs, size_t) {
+  cpu_detail::run_unary(ctx, UnaryOp::LeakyRelu, inputs[0], outputs[0], attrs.alpha);
+}
+
+void elu(KernelContext& ctx, const OpAttrs& attrs, const TensorView* inputs, size_t, TensorView* outputs,
+         size_t) {
+  cpu_detail::run_unary(ctx, UnaryOp::Elu, inputs[0], outputs[0], attrs.alpha);
+}
+
+// alpha and gamma (attrs.beta) are finite (the shape function checked); alpha * gamma in f32 differs
+// from the reference's double product by at most half an ulp.
+void selu(KernelContext& ctx, const OpAttrs& attrs, const TensorView* inputs, size_t, TensorView* outputs,
+          size_t) {
+  cpu_detail::run_unary(ctx, UnaryOp::Selu, inputs[0], outputs[0], attrs.alpha * attrs.beta, attrs.beta);
 }
 
 // x ** y. A single-element exponent of 1, 2 or 3 with x of the output's shape is a vector kernel

@@ -108,6 +108,25 @@ size_t sample_scratch(const OpAttrs& attrs, const TensorView* inputs, size_t inp
                       const TensorView* outputs, size_t output_count, size_t threads);
 
 // [issue 17: elementwise ops]
+// f32 (elementwise.cc; the reference's semantics). max, min, prelu (slope broadcast to x): numpy
+// broadcasting on the add/sub/mul/div plan, exact. greater, less, greater_equal, less_equal: f32 ->
+// bool bytes, broadcasting, exact. leaky_relu and abs are exact; elu, selu (hwy Expm1), softplus (Exp,
+// Log1p) and log (Log) are within a few ulp. out may alias an input of the output's shape and dtype.
+// The rest of the issue-17 elementwise ops (integer and bool ones, reciprocal, floor, ceil, round,
+// sin, cos) run on the reference's kernels.
+EMBER_CPU_KERNEL(max);
+EMBER_CPU_KERNEL(min);
+EMBER_CPU_KERNEL(prelu);
+EMBER_CPU_KERNEL(greater);
+EMBER_CPU_KERNEL(less);
+EMBER_CPU_KERNEL(greater_equal);
+EMBER_CPU_KERNEL(less_equal);
+EMBER_CPU_KERNEL(leaky_relu);
+EMBER_CPU_KERNEL(elu);
+EMBER_CPU_KERNEL(selu);
+EMBER_CPU_KERNEL(softplus);
+EMBER_CPU_KERNEL(log);
+EMBER_CPU_KERNEL(abs);
 
 // [issue 17: reductions and index ops]
 

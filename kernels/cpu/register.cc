@@ -140,6 +140,20 @@ Status register_cpu_kernels(KernelRegistry& r) {
     }
   }
   // [issue 17: elementwise ops]
+  for (auto [op, fn] : {std::pair{OpCode::Max, &cpu::max}, std::pair{OpCode::Min, &cpu::min},
+                        std::pair{OpCode::PRelu, &cpu::prelu}}) {
+    EMBER_RETURN_IF_ERROR(add(r, op, fn, {F, F, F}));
+  }
+  for (auto [op, fn] : {std::pair{OpCode::Greater, &cpu::greater}, std::pair{OpCode::Less, &cpu::less},
+                        std::pair{OpCode::GreaterOrEqual, &cpu::greater_equal},
+                        std::pair{OpCode::LessOrEqual, &cpu::less_equal}}) {
+    EMBER_RETURN_IF_ERROR(add(r, op, fn, {F, F, ScalarType::Bool}));
+  }
+  for (auto [op, fn] : {std::pair{OpCode::LeakyRelu, &cpu::leaky_relu}, std::pair{OpCode::Elu, &cpu::elu},
+                        std::pair{OpCode::Selu, &cpu::selu}, std::pair{OpCode::Softplus, &cpu::softplus},
+                        std::pair{OpCode::Log, &cpu::log}, std::pair{OpCode::Abs, &cpu::abs}}) {
+    EMBER_RETURN_IF_ERROR(add(r, op, fn, {F, F}));
+  }
 
   // [issue 17: reductions and index ops]
 

@@ -121,6 +121,37 @@ size_t sample_scratch(const OpAttrs& attrs, const TensorView* inputs, size_t inp
                       const TensorView* outputs, size_t output_count, size_t threads);
 
 // [issue 17: elementwise ops]
+// elementwise_onnx.cc (ONNX semantics; NaN / Inf rules in README.md). f32 unless stated:
+// leaky_relu (alpha), elu (alpha), selu (alpha, gamma = beta): HardSigmoid-table attributes.
+// prelu(x, slope): the slope broadcasts to x. softplus, log, reciprocal, floor, ceil, round (half to
+// even), sin, cos. abs: f32, i32, i64 (integers wrap at the minimum); neg_int: neg for i32 / i64.
+// greater, less, greater_equal, less_equal: f32 / i32 / i64 -> bool, numpy broadcasting.
+// logical_and / or / xor (bool, broadcasting), logical_not (bool). max, min: f32 / i32 / i64, numpy
+// broadcasting, NaN propagates, a tie returns b (onnxruntime's choice between +0 and -0).
+EMBER_REFERENCE_KERNEL(leaky_relu);
+EMBER_REFERENCE_KERNEL(prelu);
+EMBER_REFERENCE_KERNEL(elu);
+EMBER_REFERENCE_KERNEL(selu);
+EMBER_REFERENCE_KERNEL(softplus);
+EMBER_REFERENCE_KERNEL(log);
+EMBER_REFERENCE_KERNEL(abs);
+EMBER_REFERENCE_KERNEL(neg_int);
+EMBER_REFERENCE_KERNEL(reciprocal);
+EMBER_REFERENCE_KERNEL(floor);
+EMBER_REFERENCE_KERNEL(ceil);
+EMBER_REFERENCE_KERNEL(round);
+EMBER_REFERENCE_KERNEL(sin);
+EMBER_REFERENCE_KERNEL(cos);
+EMBER_REFERENCE_KERNEL(greater);
+EMBER_REFERENCE_KERNEL(less);
+EMBER_REFERENCE_KERNEL(greater_equal);
+EMBER_REFERENCE_KERNEL(less_equal);
+EMBER_REFERENCE_KERNEL(logical_and);
+EMBER_REFERENCE_KERNEL(logical_or);
+EMBER_REFERENCE_KERNEL(logical_xor);
+EMBER_REFERENCE_KERNEL(logical_not);
+EMBER_REFERENCE_KERNEL(max);
+EMBER_REFERENCE_KERNEL(min);
 
 // [issue 17: reductions and index ops]
 

@@ -181,6 +181,31 @@ Status register_reference_kernels(KernelRegistry& registry, bool only_missing) {
     }
   }
   // [issue 17: elementwise ops]
+  for (auto [op, fn] : {std::pair{OpCode::LeakyRelu, &ref::leaky_relu}, std::pair{OpCode::Elu, &ref::elu},
+                        std::pair{OpCode::Selu, &ref::selu}, std::pair{OpCode::Softplus, &ref::softplus},
+                        std::pair{OpCode::Log, &ref::log}, std::pair{OpCode::Reciprocal, &ref::reciprocal},
+                        std::pair{OpCode::Floor, &ref::floor}, std::pair{OpCode::Ceil, &ref::ceil},
+                        std::pair{OpCode::Round, &ref::round}, std::pair{OpCode::Sin, &ref::sin},
+                        std::pair{OpCode::Cos, &ref::cos}}) {
+    EMBER_RETURN_IF_ERROR(r.add(op, fn, {F, F}));
+  }
+  EMBER_RETURN_IF_ERROR(r.add(OpCode::PRelu, ref::prelu, {F, F, F}));
+  for (ScalarType t : {F, ScalarType::I32, ScalarType::I64}) {
+    EMBER_RETURN_IF_ERROR(r.add(OpCode::Abs, ref::abs, {t, t}));
+    EMBER_RETURN_IF_ERROR(r.add(OpCode::Max, ref::max, {t, t, t}));
+    EMBER_RETURN_IF_ERROR(r.add(OpCode::Min, ref::min, {t, t, t}));
+    EMBER_RETURN_IF_ERROR(r.add(OpCode::Greater, ref::greater, {t, t, B}));
+    EMBER_RETURN_IF_ERROR(r.add(OpCode::Less, ref::less, {t, t, B}));
+    EMBER_RETURN_IF_ERROR(r.add(OpCode::GreaterOrEqual, ref::greater_equal, {t, t, B}));
+    EMBER_RETURN_IF_ERROR(r.add(OpCode::LessOrEqual, ref::less_equal, {t, t, B}));
+  }
+  for (ScalarType t : {ScalarType::I32, ScalarType::I64}) {
+    EMBER_RETURN_IF_ERROR(r.add(OpCode::Neg, ref::neg_int, {t, t}));
+  }
+  EMBER_RETURN_IF_ERROR(r.add(OpCode::And, ref::logical_and, {B, B, B}));
+  EMBER_RETURN_IF_ERROR(r.add(OpCode::Or, ref::logical_or, {B, B, B}));
+  EMBER_RETURN_IF_ERROR(r.add(OpCode::Xor, ref::logical_xor, {B, B, B}));
+  EMBER_RETURN_IF_ERROR(r.add(OpCode::Not, ref::logical_not, {B, B}));
 
   // [issue 17: reductions and index ops]
 

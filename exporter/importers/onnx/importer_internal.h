@@ -376,6 +376,12 @@ class Importer {
   void op_if(NodeContext& ctx);
   void count_subgraph_readers();
   // [issue 17: elementwise ops]
+  void op_activation(NodeContext& ctx);
+  void op_prelu(NodeContext& ctx);
+  void op_math_unary(NodeContext& ctx);
+  void op_compare(NodeContext& ctx);
+  void op_logical(NodeContext& ctx);
+  void op_variadic(NodeContext& ctx);
 
   // [issue 17: reductions and index ops]
 

@@ -26,16 +26,19 @@ bool Importer::try_known(NodeContext& ctx) {
   };
 
   if (op == "Add" || op == "Sub" || op == "Mul" || op == "Div" || op == "Equal" || op == "Less" ||
-      op == "Greater" || op == "Max" || op == "Min" || op == "Mod" || op == "And" || op == "Or") {
+      op == "Greater" || op == "Max" || op == "Min" || op == "Mod" || op == "And" || op == "Or" ||
+      op == "GreaterOrEqual" || op == "LessOrEqual" || op == "Xor" || op == "Sum") {
+    // Max / Min / Sum take 1..N inputs (one input: the handler's alias).
     if (ctx.input_count() < 2 || !all_known(0, ctx.input_count())) return false;
     const Known* a = known_of(ctx, 0);
     Known acc = *a;
     for (size_t in = 1; in < ctx.input_count(); ++in) {
       const Known* b = known_of(ctx, in);
-      if ((op != "Max" && op != "Min") && in > 1) ctx.fail("takes 2 inputs");
+      if ((op != "Max" && op != "Min" && op != "Sum") && in > 1) ctx.fail("takes 2 inputs");
       Known r;
       if (!broadcast(acc.dims, b->dims, &r.dims)) ctx.fail("shapes do not broadcast");
-      const bool compare = op == "Equal" || op == "Less" || op == "Greater";
+      const bool compare = op == "Equal" || op == "Less" || op == "Greater" || op == "GreaterOrEqual" ||
+                           op == "LessOrEqual";
       r.dtype = compare ? ScalarType::Bool : acc.dtype;
       if (too_big(r.dims)) return false;
       const size_t n = product(r.dims);
@@ -43,7 +46,7 @@ bool Importer::try_known(NodeContext& ctx) {
         const SymInt& x = acc.elems[broadcast_index(r.dims, i, acc.dims)];
         const SymInt& y = b->elems[broadcast_index(r.dims, i, b->dims)];
         SymInt v;
-        if (op == "Add") v = sym_add(x, y);
+        if (op == "Add" || op == "Sum") v = sym_add(x, y);
         else if (op == "Sub") v = sym_sub(x, y);
         else if (op == "Mul") v = sym_mul(x, y);
         else if (op == "Div") {
@@ -54,12 +57,16 @@ bool Importer::try_known(NodeContext& ctx) {
           v = SymInt::constant(ctx.attr_int("fmod", 0) ? x.c % y.c : ((x.c % y.c) + y.c) % y.c);
         } else if (op == "Max") v = sym_max(x, y, graph_);
         else if (op == "Min") v = sym_min(x, y, graph_);
-        else if (op == "And" || op == "Or") {
+        else if (op == "And" || op == "Or" || op == "Xor") {
           if (!x.is_constant() || !y.is_constant()) v = SymInt::unknown();
-          else v = SymInt::constant(op == "And" ? (x.c && y.c) : (x.c || y.c));
+          else v = SymInt::constant(op == "And" ? (x.c && y.c) : op == "Or" ? (x.c || y.c) : ((x.c != 0) != (y.c != 0)));
         } else {
-          const int t = op == "Equal" ? sym_equal(x, y, graph_) : op == "Less" ? sym_less(x, y, graph_) : sym_less(y, x, graph_);
-          v = t < 0 ? SymInt::unknown() : SymInt::constant(t);
+          // x >= y is not (x < y), x <= y not (y < x).
+          const bool negate = op == "GreaterOrEqual" || op == "LessOrEqual";
+          const int t = op == "Equal"                                ? sym_equal(x, y, graph_)
+                        : (op == "Less" || op == "GreaterOrEqual") ? sym_less(x, y, graph_)
+                                                                   : sym_less(y, x, graph_);
+          v = t < 0 ? SymInt::unknown() : SymInt::constant(negate ? 1 - t : t);
         }
         r.elems.push_back(v);
       }

@@ -261,17 +261,8 @@ void Importer::op_equal(NodeContext& ctx) {
   define_value(ctx, 0, emit1(ctx, OpCode::Equal, {value_of(ctx, 0), value_of(ctx, 1)}, OpAttrs{}, ctx.output(0)));
 }
 
-// Not(x) = Equal(x, false) on bool tensors.
-void Importer::op_not(NodeContext& ctx) {
-  if (dtype_of(ctx, 0) != ScalarType::Bool) {
-    ctx.fail(std::string("input has dtype ") + to_string(dtype_of(ctx, 0)) + ", expected bool");
-  }
-  HostTensor f;
-  f.dtype = ScalarType::Bool;
-  f.bytes = {0};
-  const int no = add_constant(ctx.name() + "/false", std::move(f));
-  define_value(ctx, 0, emit1(ctx, OpCode::Equal, {value_of(ctx, 0), no}, OpAttrs{}, ctx.output(0)));
-}
+// Not: the not op (issue 17), via the elementwise family's handler.
+void Importer::op_not(NodeContext& ctx) { op_logical(ctx); }
 
 void Importer::op_cast(NodeContext& ctx) {
   const int64_t to = ctx.attr_int("to", 0);

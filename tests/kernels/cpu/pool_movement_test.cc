@@ -204,12 +204,19 @@ TEST(CpuRegisterTest, RegistersEveryKeyOnceAndReferenceFillsNothingMore) {
   // f16 weights), sample; paged_attention (f32, bf16, f16, fp8 caches); linear with a bf16 weight
   // (3 bias forms). Issue 17: lstm (63 keys: inputs 3..8, every subset of the optional ones) and gru
   // (15 keys: inputs 3..6); resize (1), conv_transpose2d (3 bias forms).
-  EXPECT_EQ(cpu_count, 10u + 6u + 4u + 7u + 13u * (2u + 15u) + 11u + 2u + 15u + 7u + 4u + 3u + 63u + 15u + 1u + 3u);
+  // Issue 17's elementwise ops: f32 max, min, prelu, the 4 comparisons, leaky_relu, elu, selu,
+  // softplus, log, abs (13 keys); the reference fills in their other 26 (reciprocal, floor, ceil,
+  // round, sin, cos; abs, max, min and the 4 comparisons on i32 / i64; neg i32 / i64; and / or / xor /
+  // not).
+  constexpr size_t kElementwise17Cpu = 13, kElementwise17Reference = 26;
+  EXPECT_EQ(cpu_count, 10u + 6u + 4u + 7u + 13u * (2u + 15u) + 11u + 2u + 15u + 7u + 4u + 3u + 63u + 15u + 1u + 3u +
+                           kElementwise17Cpu);
   ASSERT_TRUE(register_reference_kernels(registry, /*only_missing=*/true).is_ok());
   // The reference fills in only the ops the cpu library leaves to it: the byte copies reshape (13
   // dtypes) and logits_gather (1 key); the importer's equal (4 keys), where / expand / gather (i32,
   // i64) over 13 dtypes minus where f32, pad over 9 dtypes minus f32, and cast (9 x 9).
-  EXPECT_EQ(registry.size(), cpu_count + 13u + 1u + 4u + (13u * 4u - 1u) + (9u - 1u) + 81u);
+  EXPECT_EQ(registry.size(), cpu_count + 13u + 1u + 4u + (13u * 4u - 1u) + (9u - 1u) + 81u +
+                                 kElementwise17Reference);
   EXPECT_FALSE(register_cpu_kernels(registry).is_ok());  // duplicates
   for (size_t i = 0; i < registry.size(); ++i) {
     const KernelKey& key = registry.entry(i).key;
@@ -217,7 +224,15 @@ TEST(CpuRegisterTest, RegistersEveryKeyOnceAndReferenceFillsNothingMore) {
                                 key.op == OpCode::Equal || key.op == OpCode::Cast || key.op == OpCode::Expand ||
                                 key.op == OpCode::Gather ||
                                 ((key.op == OpCode::Where || key.op == OpCode::Pad) &&
-                                 key.dtypes[key.arg_count - 1] != ScalarType::F32);
+                                 key.dtypes[key.arg_count - 1] != ScalarType::F32) ||
+                                key.op == OpCode::Reciprocal || key.op == OpCode::Floor || key.op == OpCode::Ceil ||
+                                key.op == OpCode::Round || key.op == OpCode::Sin || key.op == OpCode::Cos ||
+                                key.op == OpCode::And || key.op == OpCode::Or || key.op == OpCode::Xor ||
+                                key.op == OpCode::Not || (key.op == OpCode::Neg && key.dtypes[0] != ScalarType::F32) ||
+                                ((key.op == OpCode::Abs || key.op == OpCode::Max || key.op == OpCode::Min ||
+                                  key.op == OpCode::Greater || key.op == OpCode::Less ||
+                                  key.op == OpCode::GreaterOrEqual || key.op == OpCode::LessOrEqual) &&
+                                 key.dtypes[0] != ScalarType::F32);
     EXPECT_STREQ(registry.entry(i).library, reference_only ? "reference" : "cpu")
         << to_string(key.op);
   }

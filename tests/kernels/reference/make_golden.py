@@ -723,6 +723,100 @@ def gen_rnn():
     case("gru_relu_candidate", "gru", 3, 2, 3, 3, acts=["Sigmoid", "Relu"])
 
 
+# ---- issue 17: elementwise ops for ONNX models ----------------------------------------------------
+
+def gen_elementwise_onnx():
+    r = rng(1717)
+    x = (randn(r, 3, 17) * 3).astype(np.float32)
+    xd = d(x)
+    add_case("leaky_relu", "leaky_relu", [x], f32(np.where(xd < 0, d(np.float32(0.01)) * xd, xd)),
+             EXACT, alpha=0.01)
+    add_case("leaky_relu_negative_alpha", "leaky_relu", [x], f32(np.where(xd < 0, -1.5 * xd, xd)), EXACT,
+             alpha=-1.5)
+    add_case("elu", "elu", [x], f32(np.where(xd < 0, np.expm1(xd), xd)), alpha=1.0)
+    add_case("elu_alpha", "elu", [x], f32(np.where(xd < 0, d(np.float32(0.3)) * np.expm1(xd), xd)),
+             alpha=0.3)
+    alpha, gamma = 1.67326319217681884765625, 1.05070102214813232421875  # ONNX Selu's f32 defaults
+    add_case("selu", "selu", [x], f32(gamma * np.where(xd <= 0, alpha * np.expm1(xd), xd)), alpha=alpha,
+             beta=gamma)
+    big = np.float32([-100.0, -30.0, -1e-3, 0.0, 1e-3, 30.0, 100.0, 1e30])
+    xs = np.concatenate([x.reshape(-1), big])
+    xsd = d(xs)
+    with np.errstate(over="ignore"):
+        sp = np.where(xsd > 0, xsd + np.log1p(np.exp(-np.abs(xsd))), np.log1p(np.exp(np.minimum(xsd, 0.0))))
+    add_case("softplus", "softplus", [xs], f32(sp))
+    pos = (np.abs(randn(r, 4, 9)) * 10 + 1e-3).astype(np.float32)
+    pos[0, :3] = np.float32([1.0, 1e-38, 3e38])
+    add_case("log", "log", [pos], f32(np.log(d(pos))))
+    add_case("abs", "abs", [x], np.abs(x), EXACT)
+    i32 = r.integers(-1000, 1000, (2, 7), dtype=np.int32)
+    i32[0, 0] = np.iinfo(np.int32).min  # wraps to itself, as onnxruntime
+    add_case("abs_i32", "abs", [i32], np.abs(i32), EXACT)
+    i64 = r.integers(-2**40, 2**40, (5,), dtype=np.int64)
+    add_case("abs_i64", "abs", [i64], np.abs(i64), EXACT)
+    add_case("neg_i32", "neg", [i32], -i32, EXACT)
+    add_case("neg_i64", "neg", [i64], -i64, EXACT)
+    nz = x.copy()
+    nz[0, 0] = np.float32(1e-40)  # 1 / subnormal overflows
+    with np.errstate(over="ignore", divide="ignore"):
+        add_case("reciprocal", "reciprocal", [nz], f32(1.0 / d(nz)), EXACT)
+    halves = np.float32([-2.5, -1.5, -0.5, -0.49999997, 0.5, 1.5, 2.5, 3.5, 1e7 + 1, 8388609.0, -0.0, 0.0])
+    rx = np.concatenate([x.reshape(-1), halves])
+    add_case("floor", "floor", [rx], np.floor(rx), EXACT)
+    add_case("ceil", "ceil", [rx], np.ceil(rx), EXACT)
+    add_case("round_half_even", "round", [rx], np.round(rx), EXACT)
+    ang = np.concatenate([x.reshape(-1) * 10, np.float32([1e4, -1e5, 3.14159265, 1e30])])
+    add_case("sin", "sin", [ang], f32(np.sin(d(ang))))
+    add_case("cos", "cos", [ang], f32(np.cos(d(ang))))
+
+    # Comparisons: ties in about a third of the elements; broadcasting both ways.
+    def tie(a, b):
+        b = b.copy()
+        flat_a, flat_b = a.reshape(-1), b.reshape(-1)
+        flat_b[::3] = flat_a[:flat_b[::3].size]
+        return b
+
+    a = randn(r, 2, 3, 5)
+    b = tie(a, randn(r, 2, 3, 5))
+    ai = r.integers(-4, 4, (4, 1, 6)).astype(np.int32)
+    bi = r.integers(-4, 4, (3, 1)).astype(np.int32)
+    al = r.integers(-2**40, 2**40, (3, 4), dtype=np.int64)
+    bl = al[1:2].copy()
+    for op, fn in (("greater", np.greater), ("less", np.less), ("greater_equal", np.greater_equal),
+                   ("less_equal", np.less_equal)):
+        add_case(f"{op}_f32", op, [a, b], fn(a, b), EXACT)
+        add_case(f"{op}_f32_broadcast", op, [a, b[:, :1, :]], fn(a, b[:, :1, :]), EXACT)
+        add_case(f"{op}_i32_broadcast", op, [ai, bi], fn(ai, bi), EXACT)
+        add_case(f"{op}_i64_row", op, [al, bl], fn(al, bl), EXACT)
+    p = r.integers(0, 2, (3, 4)).astype(bool)
+    q = r.integers(0, 2, (4,)).astype(bool)
+    add_case("and_broadcast", "and", [p, q], np.logical_and(p, q), EXACT)
+    add_case("or_broadcast", "or", [p, q], np.logical_or(p, q), EXACT)
+    add_case("xor_broadcast", "xor", [p, q], np.logical_xor(p, q), EXACT)
+    add_case("not", "not", [p], np.logical_not(p), EXACT)
+
+    # max / min: NaN propagates; a tie returns b (so max(+0, -0) is -0, as onnxruntime).
+    specials = np.float32([np.nan, 1.0, 0.0, -0.0, np.inf, -np.inf])
+    ms = np.concatenate([a.reshape(-1), specials])
+    mt = np.concatenate([b.reshape(-1), np.float32([1.0, np.nan, -0.0, 0.0, 2.0, -3.0])])
+    add_case("max_f32", "max", [ms, mt], np.where(np.isnan(ms), ms, np.where(ms > mt, ms, mt)), EXACT)
+    add_case("min_f32", "min", [ms, mt], np.where(np.isnan(ms), ms, np.where(ms < mt, ms, mt)), EXACT)
+    add_case("max_f32_broadcast", "max", [a, b[0, :, :1]], np.maximum(a, b[0, :, :1]), EXACT)
+    add_case("min_i32_broadcast", "min", [ai, bi], np.minimum(ai, bi), EXACT)
+    add_case("max_i64", "max", [al, bl], np.maximum(al, bl), EXACT)
+    add_case("min_i64_scalar", "min", [al, np.int64(7)], np.minimum(al, np.int64(7)), EXACT)
+
+    # prelu: per-channel slope [C, 1, 1] against NCHW (torch's nn.PReLU export), a scalar slope,
+    # and a slope along the last axis.
+    xp = randn(r, 2, 3, 4, 5)
+    slope = randn(r, 3, 1, 1)
+    add_case("prelu_channel", "prelu", [xp, slope], f32(np.where(d(xp) < 0, d(slope) * d(xp), d(xp))), EXACT)
+    s1 = np.float32([0.25])
+    add_case("prelu_scalar", "prelu", [xp, s1], f32(np.where(d(xp) < 0, d(s1) * d(xp), d(xp))), EXACT)
+    s5 = randn(r, 5)
+    add_case("prelu_last_axis", "prelu", [xp, s5], f32(np.where(d(xp) < 0, d(s5) * d(xp), d(xp))), EXACT)
+
+
 def main():
     os.makedirs(OUT_DIR, exist_ok=True)
     gen_elementwise()
@@ -733,6 +827,7 @@ def main():
     gen_importer_ops()
     gen_llm()
     # [issue 17: elementwise ops]
+    gen_elementwise_onnx()
 
     # [issue 17: reductions and index ops]
 
