@@ -37,7 +37,13 @@ TEST_F(OpInfoTest, TableCoversEveryOp) {
                          "sqrt",    "exp",        "pow",        "reduce_mean", "reduce_sum",
                          "pad",     "gather",     "where",      "equal",      "cast",
                          "expand",  "batch_norm", "neg",        "rms_norm",   "rope",
-                         "silu_mul", "embedding", "sample", "paged_attention", "logits_gather"};
+                         "silu_mul", "embedding", "sample", "paged_attention", "logits_gather",
+                         // Issue 17.
+                         "leaky_relu", "prelu", "elu", "selu", "softplus", "log", "abs", "reciprocal", "floor",
+                         "ceil", "round", "sin", "cos", "greater", "less", "greater_equal", "less_equal", "and",
+                         "or", "xor", "not", "max", "min", "reduce_max", "reduce_min", "reduce_prod", "argmax",
+                         "argmin", "topk", "cumsum", "gather_elements", "group_norm", "resize",
+                         "conv_transpose2d", "lstm", "gru"};
   static_assert(sizeof(names) / sizeof(names[0]) == kOpCodeCount - 1, "one name per op");
   for (int i = 1; i < kOpCodeCount; ++i) {
     const OpCode op = static_cast<OpCode>(i);
@@ -46,7 +52,8 @@ TEST_F(OpInfoTest, TableCoversEveryOp) {
     EXPECT_EQ(info->op, op);
     EXPECT_STREQ(info->name, names[i - 1]);
     EXPECT_STREQ(to_string(op), names[i - 1]);
-    EXPECT_EQ(info->outputs, op == OpCode::Sample ? 2 : 1);
+    const int outputs = op == OpCode::Lstm ? 3 : (op == OpCode::Sample || op == OpCode::TopK || op == OpCode::Gru) ? 2 : 1;
+    EXPECT_EQ(info->outputs, outputs) << info->name;
     EXPECT_LE(info->min_inputs, info->max_inputs);
     EXPECT_NE(info->shape, nullptr);
     // Only paged_attention writes inputs in place: its two KV caches.
