@@ -109,7 +109,13 @@ size_t sample_scratch(const OpAttrs& attrs, const TensorView* inputs, size_t inp
 
 // [issue 17: elementwise ops]
 
-// [issue 17: reductions and index ops]
+// [issue 17: reductions and index ops] (reduce_index.cc) f32 only; reduce_prod, topk, cumsum,
+// gather_elements and the integer reductions use the reference kernels.
+EMBER_CPU_KERNEL(reduce_max);
+EMBER_CPU_KERNEL(reduce_min);
+EMBER_CPU_KERNEL(argmax);
+EMBER_CPU_KERNEL(argmin);
+EMBER_CPU_KERNEL(group_norm);
 
 // [issue 17: resize, conv_transpose2d]
 
