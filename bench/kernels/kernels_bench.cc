@@ -1,4 +1,5 @@
-// kernels/cpu vs kernels/reference: add, linear, matmul, CNN conv2d layers and max pool.
+// kernels/cpu vs kernels/reference: add, linear, matmul, CNN conv2d layers, max pool, and issue 17's
+// reduce_max / argmax / group_norm.
 // Run: ember_bench_kernels [--benchmark_filter=...]. Counters: FLOP/s over wall time (1 FLOP per add, 2 per
 // multiply-add). Args: problem sizes, then the thread count (cpu kernels only; 1 = no pool).
 // EMBER_CPU_TARGET=AVX2 (any Highway target name) runs the cpu kernels' code for that target on a
@@ -64,7 +65,7 @@ void run_op(benchmark::State& state, OpCode op, KernelFn fn, const OpAttrs& attr
     state.SkipWithError(err.message);
     return;
   }
-  std::vector<float> out_data(out.numel());
+  std::vector<float> out_data((out.nbytes() + 3) / 4);  // argmax writes i64
   out.data = out_data.data();
   KernelContext ctx;
   ctx.pool = pool_for(threads);
@@ -196,6 +197,42 @@ BENCHMARK(BM_ConvWinograd)->ArgNames({"c", "h", "o", "m", "threads"})
     ->ArgsProduct({{64}, {56}, {64}, {0, 2, 4}, {1, 2}})->ArgsProduct({{128}, {28}, {128}, {0, 2, 4}, {1, 2}})
     ->ArgsProduct({{256}, {14}, {256}, {0, 2, 4}, {1, 2}})->ArgsProduct({{512}, {7}, {512}, {0, 2, 4}, {1, 2}})
     ->Unit(benchmark::kMillisecond)->UseRealTime();
+// Issue 17 (reduce_index.cc). Case 0: reduce_max over the last axis of [256, 1000] (softmax-like);
+// 1: reduce_max over H, W of [1, 64, 56, 56] (pooling-like); 2: argmax over the last axis of
+// [256, 1000] (classifier logits); 3: argmax over the channels of [1, 21, 128, 128] (segmentation);
+// 4: group_norm of [1, 64, 56, 56], 32 groups. Counter: elements read per second.
+template <bool kCpu>
+void BM_ReduceIndex(benchmark::State& state) {
+  namespace cpu = kernels::cpu;
+  namespace ref = kernels::reference;
+  const int64_t c = state.range(0);
+  const int64_t threads = kCpu ? state.range(1) : 1;
+  OpAttrs a;
+  if (c <= 1) {
+    Buffer x(c == 0 ? std::vector<int64_t>{256, 1000} : std::vector<int64_t>{1, 64, 56, 56}, 1);
+    a.kind = AttrKind::Reduce;
+    a.count = c == 0 ? 1 : 2;
+    a.axes[0] = c == 0 ? -1 : 2;
+    a.axes[1] = 3;
+    run_op(state, OpCode::ReduceMax, kCpu ? cpu::reduce_max : ref::reduce_max, a, {x.view}, double(x.data.size()),
+           threads);
+  } else if (c <= 3) {
+    Buffer x(c == 2 ? std::vector<int64_t>{256, 1000} : std::vector<int64_t>{1, 21, 128, 128}, 1);
+    a.kind = AttrKind::Arg;
+    a.axis = c == 2 ? -1 : 1;
+    run_op(state, OpCode::ArgMax, kCpu ? cpu::argmax : ref::argmax, a, {x.view}, double(x.data.size()), threads);
+  } else {
+    Buffer x({1, 64, 56, 56}, 1), scale({64}, 2), bias({64}, 3);
+    a.kind = AttrKind::GroupNorm;
+    a.groups = 32;
+    a.epsilon = 1e-5f;
+    run_op(state, OpCode::GroupNorm, kCpu ? cpu::group_norm : ref::group_norm, a, {x.view, scale.view, bias.view},
+           double(x.data.size()), threads);
+  }
+}
+BENCHMARK_TEMPLATE(BM_ReduceIndex, true)->ArgNames({"case", "threads"})->ArgsProduct({{0, 1, 2, 3, 4}, {1, 2}})
+    ->UseRealTime();
+BENCHMARK_TEMPLATE(BM_ReduceIndex, false)->ArgNames({"case"})->DenseRange(0, 4)->UseRealTime();
 BENCHMARK(BM_MaxPool)->ArgNames({"c", "h", "k", "s", "threads"})->Args({64, 112, 3, 2, 1})->Args({64, 112, 3, 2, 2})
     ->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK_TEMPLATE(BM_Conv, kConvReference)->ArgNames({"c", "h", "o", "k", "s", "g"})->Args({64, 56, 64, 3, 1, 1})

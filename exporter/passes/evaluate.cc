@@ -111,7 +111,7 @@ std::vector<HostTensor> evaluate_node(const Node& node, const std::vector<const 
                       " (node '" + node.name + "')");
   }
   if (info->check_inputs != nullptr && !info->check_inputs(node.attrs, ins.data(), ins.size(), &ctx).is_ok()) {
-    throw ExportError("evaluate " + std::string(info->name) + " '" + node.name + "' (" + sig + "): " + ctx.message);
+    throw InputValueError("evaluate " + std::string(info->name) + " '" + node.name + "' (" + sig + "): " + ctx.message);
   }
   KernelContext kctx;
   std::vector<uint8_t> scratch;

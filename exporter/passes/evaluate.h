@@ -35,6 +35,14 @@ struct HostTensor {
 // A larger output fails naming the node instead of reaching the allocator.
 constexpr uint64_t kMaxEvaluatedBytes = uint64_t{1} << 36;
 
+// Thrown by evaluate_node when the op's input check (OpInfo::check_inputs) rejects the input values
+// (an index out of range): the graph would fail the same way at run time, so an importer folding
+// constants reports it instead of keeping the node.
+class InputValueError : public ExportError {
+ public:
+  using ExportError::ExportError;
+};
+
 // Runs one node on `inputs` (nullptr = absent optional input). `symbols[i]` = value of symbol i + 1.
 std::vector<HostTensor> evaluate_node(const Node& node, const std::vector<const HostTensor*>& inputs,
                                       const std::vector<int64_t>& symbols);

@@ -128,7 +128,13 @@ EMBER_CPU_KERNEL(softplus);
 EMBER_CPU_KERNEL(log);
 EMBER_CPU_KERNEL(abs);
 
-// [issue 17: reductions and index ops]
+// [issue 17: reductions and index ops] (reduce_index.cc) f32 only; reduce_prod, topk, cumsum,
+// gather_elements and the integer reductions use the reference kernels.
+EMBER_CPU_KERNEL(reduce_max);
+EMBER_CPU_KERNEL(reduce_min);
+EMBER_CPU_KERNEL(argmax);
+EMBER_CPU_KERNEL(argmin);
+EMBER_CPU_KERNEL(group_norm);
 
 // [issue 17: resize, conv_transpose2d]
 // resize.cc: f32, any rank; vector paths for nearest / linear over the last two dims of NCHW-like

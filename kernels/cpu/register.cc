@@ -156,6 +156,11 @@ Status register_cpu_kernels(KernelRegistry& r) {
   }
 
   // [issue 17: reductions and index ops]
+  EMBER_RETURN_IF_ERROR(add(r, OpCode::ReduceMax, cpu::reduce_max, {F, F}));
+  EMBER_RETURN_IF_ERROR(add(r, OpCode::ReduceMin, cpu::reduce_min, {F, F}));
+  EMBER_RETURN_IF_ERROR(add(r, OpCode::ArgMax, cpu::argmax, {F, ScalarType::I64}));
+  EMBER_RETURN_IF_ERROR(add(r, OpCode::ArgMin, cpu::argmin, {F, ScalarType::I64}));
+  EMBER_RETURN_IF_ERROR(add(r, OpCode::GroupNorm, cpu::group_norm, {F, F, F, F}));
 
   // [issue 17: resize, conv_transpose2d]
   EMBER_RETURN_IF_ERROR(add(r, OpCode::Resize, cpu::resize, {F, F}));

@@ -153,7 +153,34 @@ EMBER_REFERENCE_KERNEL(logical_not);
 EMBER_REFERENCE_KERNEL(max);
 EMBER_REFERENCE_KERNEL(min);
 
-// [issue 17: reductions and index ops]
+// [issue 17: reductions and index ops] (reduce_index.cc)
+// reduce_max / reduce_min (f32, i32, i64; ReduceAttrs as reduce_sum): f32 in the IEEE 754-2019
+// maximum / minimum sense: NaN (the canonical quiet NaN) if any element is NaN, +0 > -0, so the result
+// does not depend on the order of the elements; an empty extent gives -inf / +inf (integers: the
+// type's lowest / highest), as onnxruntime.
+EMBER_REFERENCE_KERNEL(reduce_max);
+EMBER_REFERENCE_KERNEL(reduce_min);
+// f32: the product in double, rounded once; an empty extent gives 1.
+EMBER_REFERENCE_KERNEL(reduce_prod);
+// x f32 / i32 / i64 -> i64 indices along attrs.axis (keepdims, select_last_index): onnxruntime's
+// scan (element 0 is the candidate; a later one replaces it when strictly greater, or greater or
+// equal with select_last_index; argmin: less). So ties give the first (last) index, a NaN at index
+// 0 is the answer and a NaN elsewhere is skipped.
+EMBER_REFERENCE_KERNEL(argmax);
+EMBER_REFERENCE_KERNEL(argmin);
+// x f32 -> values f32, indices i64: the attrs.k largest (smallest) along attrs.axis, best first
+// (also when attrs.sorted is false: ONNX leaves that order open); equal values by lower index; NaN
+// ranks above every number (torch.topk), so it comes first when largest and last otherwise.
+EMBER_REFERENCE_KERNEL(topk);
+// f32 / i32 / i64 along attrs.axis; exclusive (the element itself left out), reverse (from the
+// end). f32 sums in double, each output rounded once; integers wrap modulo 2^bits.
+EMBER_REFERENCE_KERNEL(cumsum);
+// Any dtype of 8 bits or more; indices i32 / i64 of data's rank: out[p] = data[p with axis coordinate
+// indices[p]] (negative wrapped once; still outside: zero bytes, but the op's input check refuses it).
+EMBER_REFERENCE_KERNEL(gather_elements);
+// x [N, C, ...] f32, scale [C], bias [C]: mean and biased variance per (n, group of C / groups
+// channels) in double, y = (x - mean) / sqrt(var + eps) * scale[c] + bias[c].
+EMBER_REFERENCE_KERNEL(group_norm);
 
 // [issue 17: resize, conv_transpose2d]
 // spatial.cc. resize: f32, any rank, ResizeAttrs (nearest / linear / cubic, every coordinate mode),

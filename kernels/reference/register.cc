@@ -208,6 +208,20 @@ Status register_reference_kernels(KernelRegistry& registry, bool only_missing) {
   EMBER_RETURN_IF_ERROR(r.add(OpCode::Not, ref::logical_not, {B, B}));
 
   // [issue 17: reductions and index ops]
+  for (ScalarType t : {F, ScalarType::I32, ScalarType::I64}) {
+    EMBER_RETURN_IF_ERROR(r.add(OpCode::ReduceMax, ref::reduce_max, {t, t}));
+    EMBER_RETURN_IF_ERROR(r.add(OpCode::ReduceMin, ref::reduce_min, {t, t}));
+    EMBER_RETURN_IF_ERROR(r.add(OpCode::ArgMax, ref::argmax, {t, ScalarType::I64}));
+    EMBER_RETURN_IF_ERROR(r.add(OpCode::ArgMin, ref::argmin, {t, ScalarType::I64}));
+    EMBER_RETURN_IF_ERROR(r.add(OpCode::CumSum, ref::cumsum, {t, t}));
+  }
+  EMBER_RETURN_IF_ERROR(r.add(OpCode::ReduceProd, ref::reduce_prod, {F, F}));
+  EMBER_RETURN_IF_ERROR(r.add(OpCode::TopK, ref::topk, {F, F, ScalarType::I64}));
+  for (ScalarType t : kMovementTypes) {
+    EMBER_RETURN_IF_ERROR(r.add(OpCode::GatherElements, ref::gather_elements, {t, ScalarType::I32, t}));
+    EMBER_RETURN_IF_ERROR(r.add(OpCode::GatherElements, ref::gather_elements, {t, ScalarType::I64, t}));
+  }
+  EMBER_RETURN_IF_ERROR(r.add(OpCode::GroupNorm, ref::group_norm, {F, F, F, F}));
 
   // [issue 17: resize, conv_transpose2d]
   EMBER_RETURN_IF_ERROR(r.add(OpCode::Resize, ref::resize, {F, F}));

@@ -71,6 +71,7 @@ int broadcast_dims(const int64_t* a, int ra, const int64_t* b, int rb, int64_t* 
 
 // The shape functions, by family. Each is a ShapeFn (op_info.h); a function type declares them.
 using ShapeFunction = std::remove_pointer_t<ShapeFn>;
+using InputCheckFunction = std::remove_pointer_t<InputCheckFn>;
 
 // op_info_elementwise.cc
 ShapeFunction add_shape, sub_shape, mul_shape, div_shape, pow_shape, equal_shape, where_shape;
@@ -89,6 +90,11 @@ ShapeFunction matmul_shape, linear_shape, conv2d_shape, max_pool2d_shape, avg_po
 // [issue 17: elementwise ops]
 
 // [issue 17: reductions and index ops]
+// op_info_nn.cc: reduce_max / reduce_min / reduce_prod. op_info_index.cc: the rest, and the input
+// checks of gather_elements and gather: every index within [-dim, dim).
+ShapeFunction reduce_max_shape, reduce_min_shape, reduce_prod_shape, argmax_shape, argmin_shape, topk_shape,
+    cumsum_shape, gather_elements_shape, group_norm_shape;
+InputCheckFunction gather_check, gather_elements_check;
 
 // [issue 17: resize, conv_transpose2d]
 // op_info_spatial.cc
@@ -109,7 +115,6 @@ ShapeFunction reshape_shape, transpose_shape, concat_shape, slice_shape, pad_sha
 
 // op_info_llm.cc: the LLM ops (shape functions and run-time input checks).
 ShapeFunction rms_norm_shape, rope_shape, silu_mul_shape, embedding_shape, sample_shape;
-using InputCheckFunction = std::remove_pointer_t<InputCheckFn>;
 InputCheckFunction rope_check, embedding_check, sample_check;
 
 // op_info_attention.cc: paged_attention and logits_gather.

@@ -261,8 +261,8 @@ Status pad_shape(const OpAttrs& attrs, const TensorView* inputs, size_t input_co
 }
 
 // ONNX Gather: data.dims[:axis] + indices.dims + data.dims[axis+1:]. Index values exist only at run
-// time, so they cannot be checked here; kernels wrap negative indices once and write zeros for an
-// index still outside [0, dim) (an importer folds constant gathers, where the check does happen).
+// time: gather_check (op_info_index.cc) refuses one outside [-dim, dim) before the kernel runs;
+// kernels wrap negative indices once and, called unchecked, write zeros for an index still outside.
 Status gather_shape(const OpAttrs& attrs, const TensorView* inputs, size_t input_count,
                     TensorView* outputs, size_t output_count, Span<const int64_t>,
                     ErrorContext* ctx) {

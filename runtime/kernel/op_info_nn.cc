@@ -433,4 +433,38 @@ Status reduce_sum_shape(const OpAttrs& attrs, const TensorView* inputs, size_t i
   return reduce_shape("reduce_sum", attrs, inputs, input_count, outputs, output_count, ctx);
 }
 
+// [issue 17: reductions and index ops] reduce_max / reduce_min: f32, i32, i64; reduce_prod: f32.
+// An empty reduced extent is allowed (ONNX: the identity, -inf / +inf / 1, or the integer type's
+// lowest / highest).
+namespace {
+Status reduce_typed_shape(const char* op, bool integers, const OpAttrs& attrs, const TensorView* inputs,
+                          size_t input_count, TensorView* outputs, size_t output_count, ErrorContext* ctx) {
+  EMBER_RETURN_IF_ERROR(reduce_shape(op, attrs, inputs, input_count, outputs, output_count, ctx));
+  const ScalarType t = inputs[0].dtype;
+  if (t != ScalarType::F32 && !(integers && (t == ScalarType::I32 || t == ScalarType::I64))) {
+    return EMBER_FAIL(ctx, Error::InvalidArgument, "%s: input must be %s, got %s", op,
+                      integers ? "f32, i32 or i64" : "f32", to_string(t));
+  }
+  return Status::ok();
+}
+}  // namespace
+
+Status reduce_max_shape(const OpAttrs& attrs, const TensorView* inputs, size_t input_count,
+                        TensorView* outputs, size_t output_count, Span<const int64_t>,
+                        ErrorContext* ctx) {
+  return reduce_typed_shape("reduce_max", true, attrs, inputs, input_count, outputs, output_count, ctx);
+}
+
+Status reduce_min_shape(const OpAttrs& attrs, const TensorView* inputs, size_t input_count,
+                        TensorView* outputs, size_t output_count, Span<const int64_t>,
+                        ErrorContext* ctx) {
+  return reduce_typed_shape("reduce_min", true, attrs, inputs, input_count, outputs, output_count, ctx);
+}
+
+Status reduce_prod_shape(const OpAttrs& attrs, const TensorView* inputs, size_t input_count,
+                         TensorView* outputs, size_t output_count, Span<const int64_t>,
+                         ErrorContext* ctx) {
+  return reduce_typed_shape("reduce_prod", false, attrs, inputs, input_count, outputs, output_count, ctx);
+}
+
 }  // namespace ember::internal

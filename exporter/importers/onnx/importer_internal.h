@@ -383,7 +383,19 @@ class Importer {
   void op_logical(NodeContext& ctx);
   void op_variadic(NodeContext& ctx);
 
-  // [issue 17: reductions and index ops]
+  // [issue 17: reductions and index ops] (onnx_ops_reduce.cc)
+  void op_reduce_extreme(NodeContext& ctx);
+  void op_reduce_composed(NodeContext& ctx);
+  void op_arg(NodeContext& ctx);
+  void op_topk(NodeContext& ctx);
+  void op_cumsum(NodeContext& ctx);
+  void op_gather_elements(NodeContext& ctx);
+  void op_group_norm(NodeContext& ctx);
+  void op_tile(NodeContext& ctx);
+  void op_depth_space(NodeContext& ctx);
+  bool reduce_attrs(NodeContext& ctx, int64_t input_axes_from, OpAttrs* a);
+  int emit_expand(const NodeContext& ctx, int x, const std::vector<SymInt>& dims, const std::string& out_name,
+                  const std::string& suffix);
 
   // [issue 17: resize, conv_transpose2d]
   void op_resize(NodeContext& ctx);

@@ -590,6 +590,8 @@ std::vector<int> Importer::emit(const NodeContext& ctx, OpCode op, std::vector<i
     bool folded = true;
     try {
       outs = evaluate_node(node, ins, {});
+    } catch (const InputValueError& e) {
+      ctx.fail(e.what());  // an out-of-range index: every run would fail the same way
     } catch (const ExportError&) {
       folded = false;  // no reference kernel for these dtypes: keep the node (partitioning decides)
     }
@@ -750,6 +752,23 @@ const std::map<std::string, Importer::Handler>& Importer::handlers() {
       {"Mean", &Importer::op_variadic},
 
   // [issue 17: reductions and index ops]
+      {"ReduceMax", &Importer::op_reduce_extreme},
+      {"ReduceMin", &Importer::op_reduce_extreme},
+      {"ReduceProd", &Importer::op_reduce_extreme},
+      {"ReduceLogSumExp", &Importer::op_reduce_composed},
+      {"ReduceSumSquare", &Importer::op_reduce_composed},
+      {"ReduceL1", &Importer::op_reduce_composed},
+      {"ReduceLogSum", &Importer::op_reduce_composed},
+      {"ArgMax", &Importer::op_arg},
+      {"ArgMin", &Importer::op_arg},
+      {"TopK", &Importer::op_topk},
+      {"CumSum", &Importer::op_cumsum},
+      {"GatherElements", &Importer::op_gather_elements},
+      {"GroupNormalization", &Importer::op_group_norm},
+      {"InstanceNormalization", &Importer::op_group_norm},
+      {"Tile", &Importer::op_tile},
+      {"DepthToSpace", &Importer::op_depth_space},
+      {"SpaceToDepth", &Importer::op_depth_space},
 
   // [issue 17: resize, conv_transpose2d]
       {"Resize", &Importer::op_resize},

@@ -203,19 +203,22 @@ TEST(CpuRegisterTest, RegistersEveryKeyOnceAndReferenceFillsNothingMore) {
   // weight (5 layouts x 3 bias forms); the LLM ops: rms_norm, rope, silu_mul, embedding (f32, bf16,
   // f16 weights), sample; paged_attention (f32, bf16, f16, fp8 caches); linear with a bf16 weight
   // (3 bias forms). Issue 17: lstm (63 keys: inputs 3..8, every subset of the optional ones) and gru
-  // (15 keys: inputs 3..6); resize (1), conv_transpose2d (3 bias forms).
+  // (15 keys: inputs 3..6); resize (1), conv_transpose2d (3 bias forms); reduce_max, reduce_min,
+  // argmax, argmin, group_norm (f32, 5).
   // Issue 17's elementwise ops: f32 max, min, prelu, the 4 comparisons, leaky_relu, elu, selu,
   // softplus, log, abs (13 keys); the reference fills in their other 26 (reciprocal, floor, ceil,
   // round, sin, cos; abs, max, min and the 4 comparisons on i32 / i64; neg i32 / i64; and / or / xor /
   // not).
   constexpr size_t kElementwise17Cpu = 13, kElementwise17Reference = 26;
   EXPECT_EQ(cpu_count, 10u + 6u + 4u + 7u + 13u * (2u + 15u) + 11u + 2u + 15u + 7u + 4u + 3u + 63u + 15u + 1u + 3u +
-                           kElementwise17Cpu);
+                           5u + kElementwise17Cpu);
   ASSERT_TRUE(register_reference_kernels(registry, /*only_missing=*/true).is_ok());
   // The reference fills in only the ops the cpu library leaves to it: the byte copies reshape (13
   // dtypes) and logits_gather (1 key); the importer's equal (4 keys), where / expand / gather (i32,
   // i64) over 13 dtypes minus where f32, pad over 9 dtypes minus f32, and cast (9 x 9).
-  EXPECT_EQ(registry.size(), cpu_count + 13u + 1u + 4u + (13u * 4u - 1u) + (9u - 1u) + 81u +
+  // Issue 17: reduce_max / reduce_min / argmax / argmin over i32 and i64 (8), cumsum (3 dtypes),
+  // reduce_prod, topk, gather_elements (i32, i64 indices over 13 dtypes).
+  EXPECT_EQ(registry.size(), cpu_count + 13u + 1u + 4u + (13u * 4u - 1u) + (9u - 1u) + 81u + 8u + 3u + 1u + 1u + 26u +
                                  kElementwise17Reference);
   EXPECT_FALSE(register_cpu_kernels(registry).is_ok());  // duplicates
   for (size_t i = 0; i < registry.size(); ++i) {
@@ -223,6 +226,12 @@ TEST(CpuRegisterTest, RegistersEveryKeyOnceAndReferenceFillsNothingMore) {
     const bool reference_only = key.op == OpCode::Reshape || key.op == OpCode::LogitsGather ||
                                 key.op == OpCode::Equal || key.op == OpCode::Cast || key.op == OpCode::Expand ||
                                 key.op == OpCode::Gather ||
+                                // Issue 17: reference-only ops, and the integer reductions / arg ops.
+                                key.op == OpCode::CumSum || key.op == OpCode::ReduceProd || key.op == OpCode::TopK ||
+                                key.op == OpCode::GatherElements ||
+                                ((key.op == OpCode::ReduceMax || key.op == OpCode::ReduceMin ||
+                                  key.op == OpCode::ArgMax || key.op == OpCode::ArgMin) &&
+                                 key.dtypes[0] != ScalarType::F32) ||
                                 ((key.op == OpCode::Where || key.op == OpCode::Pad) &&
                                  key.dtypes[key.arg_count - 1] != ScalarType::F32) ||
                                 key.op == OpCode::Reciprocal || key.op == OpCode::Floor || key.op == OpCode::Ceil ||

@@ -7,7 +7,7 @@ Debian's /usr/bin/python3 (numpy 1.24); fixed seeds, so a rerun rewrites identic
     /usr/bin/python3 tests/kernels/reference/make_golden.py
 
 manifest.txt: one case per line, space-separated key=value tokens:
-    name=<case> op=<op> inputs=<f0>,<f1>|-,... output=<f> rtol=<r> atol=<a> [attributes]
+    name=<case> op=<op> inputs=<f0>,<f1>|-,... output=<f>[,<f>...] rtol=<r> atol=<a> [attributes]
 '-' is an absent optional input. Attributes (lists comma-separated): axis, epsilon,
 approx (none|tanh), kernel, stride, padding (top,left,bottom,right), dilation, groups, ceil_mode,
 count_include_pad, shape, shape_sym, symbols, perm, axes, starts, ends, steps, clip_min, clip_max,
@@ -15,9 +15,9 @@ alpha, beta, keepdims, pads, pad_value, mode (constant|reflect|edge), to (a dtyp
 i8, ...), direction (forward|reverse|bidirectional), hidden_size, activations (names),
 rnn_alpha, rnn_beta, clip, input_forget, linear_before_reset, output_padding, resize_mode
 (nearest|linear|cubic), coord, nearest_mode, cubic_a, exclude_outside, scales (resize's f32 scales;
-shape holds its sizes). axes without starts is a reduction's axis list. rtol=0 atol=0 means bytes
-must match exactly. output= lists several files, comma-separated, for ops with several outputs
-(lstm, gru).
+shape holds its sizes), select_last_index, k, largest, sorted, exclusive, reverse. axes without
+starts is a reduction's axis list. rtol=0 atol=0 means bytes must match exactly. output= lists
+several files, comma-separated, for ops with several outputs (topk, lstm, gru).
 
 The conv and pool references below follow PyTorch's definitions and are written independently of
 the C++ kernels.
@@ -31,6 +31,7 @@ import warnings
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import golden_reduce_index  # noqa: E402  (issue 17: reductions and index ops)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 OUT_DIR = os.path.normpath(os.path.join(HERE, "..", "..", "data", "golden"))
@@ -75,9 +76,16 @@ def add_case(name, op, inputs, output, tol=F32_TOL, **attrs):
         fname = f"{name}.in{i}.npy"
         np.save(os.path.join(OUT_DIR, fname), c_order(x))
         names.append(fname)
-    out_name = f"{name}.out.npy"
-    if output is not None:  # None: the caller writes several outputs itself (gen_rnn)
-        np.save(os.path.join(OUT_DIR, out_name), c_order(output))
+    if output is None:  # the caller writes several outputs itself and patches the line (gen_rnn)
+        out_name = f"{name}.out.npy"
+    else:
+        if isinstance(output, list):  # several outputs (topk): <case>.out<k>.npy, listed in order
+            out_names = [f"{name}.out{k}.npy" for k in range(len(output))]
+        else:
+            out_names, output = [f"{name}.out.npy"], [output]
+        for out_name, out in zip(out_names, output):
+            np.save(os.path.join(OUT_DIR, out_name), c_order(out))
+        out_name = ",".join(out_names)
     tokens = [f"name={name}", f"op={op}", "inputs=" + ",".join(names), f"output={out_name}",
               f"rtol={tol[0]!r}", f"atol={tol[1]!r}"]
     for key in sorted(attrs):
@@ -830,6 +838,7 @@ def main():
     gen_elementwise_onnx()
 
     # [issue 17: reductions and index ops]
+    golden_reduce_index.generate(sys.modules[__name__])
 
     # [issue 17: resize, conv_transpose2d]
     import golden_spatial
