@@ -37,7 +37,10 @@ IMPORTER_DIR = os.path.join(ROOT, "exporter", "importers", "onnx")
 # Inputs a handler needs as values known at export (it fails on a run-time tensor there).
 NEEDS_KNOWN = {"Reshape": [1], "Expand": [1], "Range": [0, 1, 2], "ConstantOfShape": [0], "Slice": [1, 2, 3, 4],
                "Pad": [1, 3], "Split": [1], "Squeeze": [1], "Unsqueeze": [1], "ReduceMean": [1], "ReduceSum": [1],
-               "ReduceL2": [1], "ScatterND": [0, 1, 2]}
+               "ReduceL2": [1], "ScatterND": [0, 1, 2],
+               # The exporter takes an If only when its condition is known at export (shapes, constants,
+               # inputs bound with --input-value; see run_real_models.py's "input_value").
+               "If": [0]}
 INT_TYPES = {onnx.TensorProto.INT64, onnx.TensorProto.INT32, onnx.TensorProto.INT16, onnx.TensorProto.INT8,
              onnx.TensorProto.UINT8, onnx.TensorProto.BOOL}
 HANDLED, EXPORT_TIME = "handled", "export-time"
