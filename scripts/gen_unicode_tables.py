@@ -9,7 +9,7 @@
 Needs the PyPI package unicodedata2==16.0.0 (requirements.txt) and perl; without unicodedata2 the
 script exits with status 77 (ctest's "skipped").
 
-The goal is bit-compatibility with Hugging Face `tokenizers` 0.22, whose two Unicode components are
+The goal is bit-compatibility with Hugging Face `tokenizers` 0.22, whose Unicode components are
 on DIFFERENT Unicode versions (found by probing, and confirmed exhaustively by --check-hf):
 
   * Regexes run on Oniguruma (Rust crate `onig` 6.5.1, bundled Oniguruma 6.9.10): Unicode 16.0.0.
@@ -18,6 +18,8 @@ on DIFFERENT Unicode versions (found by probing, and confirmed exhaustively by -
     package `unicodedata2` 16.0.0 (Python 3.11's own unicodedata is 14.0.0 and would misclassify
     the 15.0-16.0 additions). \\s is White_Space (PropList.txt, unchanged since 6.3; U+001C-001F,
     U+180E, U+200B and U+FEFF are NOT \\s although Python's str.isspace() says so for some).
+  * Rust's char::is_numeric (the Digits pre-tokenizer of SmolLM-style tokenizers) is Unicode 17.0:
+    \\p{N} of 16.0 plus the 17.0 additions listed in NUMERIC_17_ADDITIONS.
   * NFC runs on the crate `unicode-normalization-alignments` 0.1.12, whose tables are Unicode
     9.0.0: a combining mark or precomposed character assigned after 9.0 is treated as an
     unassigned starter (ccc 0, no decomposition). So the NFC tables here are the canonical
@@ -54,6 +56,12 @@ NFC_UNICODE_VERSION = "9.0"
 WHITE_SPACE = [(0x09, 0x0D), (0x20, 0x20), (0x85, 0x85), (0xA0, 0xA0), (0x1680, 0x1680),
                (0x2000, 0x200A), (0x2028, 0x2029), (0x202F, 0x202F), (0x205F, 0x205F),
                (0x3000, 0x3000)]
+
+# Rust's char::is_numeric, which HF's Digits pre-tokenizer splits with, follows the Unicode of the
+# Rust toolchain that built tokenizers 0.22: 17.0, one version past Oniguruma's. Its General_Category
+# N is 16.0's plus these 17.0 additions (Tolong Siki digits, U+16FF4-16FF6), which unicodedata2 16.0
+# cannot list; found by probing every code point and confirmed by --check-hf.
+NUMERIC_17_ADDITIONS = [(0x11DE0, 0x11DE9), (0x16FF4, 0x16FF6)]
 
 S_BASE, L_BASE, V_BASE, T_BASE = 0xAC00, 0x1100, 0x1161, 0x11A7
 L_COUNT, V_COUNT, T_COUNT = 19, 21, 28
@@ -204,6 +212,7 @@ def generate():
         f"// \\p{{L}}, \\p{{N}}: General_Category of Unicode {REGEX_UNICODE_VERSION} (PyPI unicodedata2 "
         f"{ucd.unidata_version}),",
         "// the version of the Oniguruma that HF tokenizers 0.22 runs its regexes on. \\s: White_Space.",
+        "// kNumericExtraRanges: the Unicode 17.0 numbers Rust's char::is_numeric adds (HF's Digits).",
         f"// NFC: canonical decompositions, combining classes and composition exclusions of the code",
         f"// points present in Unicode {NFC_UNICODE_VERSION} (the tables of unicode-normalization-alignments "
         "0.1.12, HF's NFC).",
@@ -215,6 +224,8 @@ def generate():
     ]
     emit(out, "kLetterRanges", "CodePointRange", letters, 6, lambda r: f"{{{h(r[0])}, {h(r[1])}}}")
     emit(out, "kNumberRanges", "CodePointRange", numbers, 6, lambda r: f"{{{h(r[0])}, {h(r[1])}}}")
+    emit(out, "kNumericExtraRanges", "CodePointRange", NUMERIC_17_ADDITIONS, 6,
+         lambda r: f"{{{h(r[0])}, {h(r[1])}}}")
     emit(out, "kWhiteSpaceRanges", "CodePointRange", WHITE_SPACE, 6, lambda r: f"{{{h(r[0])}, {h(r[1])}}}")
     emit(out, "kCombiningClassRanges", "CombiningClassRange", ccc_ranges, 5,
          lambda r: f"{{{h(r[0])}, {h(r[1])}, {r[2]}}}")
@@ -248,6 +259,21 @@ def check_hf(tables):
     removed_by(r"\p{L}", letters)
     removed_by(r"\p{N}", numbers)
     removed_by(r"\s", WHITE_SPACE)
+
+    # Digits(individual_digits=True) isolates each char::is_numeric character: \p{N} plus the 17.0 additions.
+    digits = pre_tokenizers.Digits(individual_digits=True)
+    numeric = set()
+    cps = list(code_points())
+    for i in range(0, len(cps), 50000):
+        for piece, _ in digits.pre_tokenize_str("".join("a" + chr(c) for c in cps[i:i + 50000])):
+            if piece != "a" and len(piece) == 1:
+                numeric.add(ord(piece))
+    expect = set()
+    for a, b in numbers + NUMERIC_17_ADDITIONS:
+        expect.update(range(a, b + 1))
+    bad = sorted(numeric ^ expect)
+    assert not bad, f"Digits: {len(bad)} code points differ, first {[hex(c) for c in bad[:10]]}"
+    print(f"  Digits: {len(numeric)} numeric code points, same as HF")
 
     nfc = normalizers.NFC()
     cases = [chr(c) for c in code_points()]

@@ -58,6 +58,10 @@ fb::PreTokenizerKind to_fb(llm::PreTokenizerKind kind) {
     case llm::PreTokenizerKind::Llama3: return fb::PreTokenizerKind::Llama3;
     case llm::PreTokenizerKind::Qwen2: return fb::PreTokenizerKind::Qwen2;
     case llm::PreTokenizerKind::Gpt2: return fb::PreTokenizerKind::Gpt2;
+    case llm::PreTokenizerKind::Gpt2Digits: return fb::PreTokenizerKind::Gpt2Digits;
+    case llm::PreTokenizerKind::Whole: return fb::PreTokenizerKind::Whole;
+    case llm::PreTokenizerKind::Metaspace: return fb::PreTokenizerKind::Metaspace;
+    case llm::PreTokenizerKind::MetaspaceSplit: return fb::PreTokenizerKind::MetaspaceSplit;
     default: break;
   }
   throw ExportError("LLM info: tokenizer pre_tokenizer " + std::to_string(static_cast<int>(kind)) + " is unknown");
@@ -67,8 +71,29 @@ fb::NormalizerKind to_fb(llm::NormalizerKind kind) {
   switch (kind) {
     case llm::NormalizerKind::None: return fb::NormalizerKind::None;
     case llm::NormalizerKind::Nfc: return fb::NormalizerKind::Nfc;
+    case llm::NormalizerKind::Replace: return fb::NormalizerKind::Replace;
+    case llm::NormalizerKind::PrependReplace: return fb::NormalizerKind::PrependReplace;
   }
   throw ExportError("LLM info: tokenizer normalizer " + std::to_string(static_cast<int>(kind)) + " is unknown");
+}
+
+fb::MetaspacePrepend to_fb(llm::MetaspacePrepend scheme) {
+  switch (scheme) {
+    case llm::MetaspacePrepend::Always: return fb::MetaspacePrepend::Always;
+    case llm::MetaspacePrepend::First: return fb::MetaspacePrepend::First;
+    case llm::MetaspacePrepend::Never: return fb::MetaspacePrepend::Never;
+  }
+  throw ExportError("LLM info: tokenizer metaspace_prepend " + std::to_string(static_cast<int>(scheme)) + " is unknown");
+}
+
+fb::DecoderKind to_fb(llm::DecoderKind kind) {
+  switch (kind) {
+    case llm::DecoderKind::ByteLevel: return fb::DecoderKind::ByteLevel;
+    case llm::DecoderKind::ReplaceByteFallback: return fb::DecoderKind::ReplaceByteFallback;
+    case llm::DecoderKind::Metaspace: return fb::DecoderKind::Metaspace;
+    case llm::DecoderKind::MetaspaceNever: return fb::DecoderKind::MetaspaceNever;
+  }
+  throw ExportError("LLM info: tokenizer decoder " + std::to_string(static_cast<int>(kind)) + " is unknown");
 }
 
 fb::ChatFormat to_fb(ChatFormat format) {
@@ -125,6 +150,12 @@ flatbuffers::Offset<fb::TokenizerTable> write_tokenizer(flatbuffers::FlatBufferB
   b.add_chat_format(to_fb(chat.format));
   if (!system_str.IsNull()) b.add_chat_default_system(system_str);
   if (!generation_str.IsNull()) b.add_chat_generation_prompt(generation_str);
+  b.add_unk_id(t.unk_id);
+  b.add_fuse_unk(t.fuse_unk);
+  b.add_byte_fallback(t.byte_fallback);
+  b.add_metaspace_prepend(to_fb(t.metaspace_prepend));
+  b.add_decoder(to_fb(t.decoder));
+  b.add_decoder_strip_spaces(t.decoder_strip_spaces);
   return b.Finish();
 }
 

@@ -142,6 +142,25 @@ size_t next_gpt2(const uint8_t* text, size_t size, size_t pos) {
   return run_end;                             // \s+
 }
 
+// HF Digits(individual_digits = true), which splits with SplitDelimiterBehavior::Isolated on
+// char::is_numeric: a numeric character alone, or the run of characters up to the next one.
+size_t next_digits_piece(const uint8_t* text, size_t size, size_t pos) {
+  const Char c0 = char_at(text, pos);
+  if (is_numeric_char(c0.cp)) return c0.end;
+  return skip_while(text, size, c0.end, [](const Char& c) { return !is_numeric_char(c.cp); });
+}
+
+// "▁" (U+2581) in UTF-8.
+constexpr uint8_t kMetaspace[3] = {0xE2, 0x96, 0x81};
+
+// The next "▁" at or after `pos`, or `size`.
+size_t find_metaspace(const uint8_t* text, size_t size, size_t pos) {
+  for (; pos + 3 <= size; ++pos) {
+    if (text[pos] == kMetaspace[0] && text[pos + 1] == kMetaspace[1] && text[pos + 2] == kMetaspace[2]) return pos;
+  }
+  return size;
+}
+
 }  // namespace
 
 size_t next_pre_token(PreTokenizerKind kind, const uint8_t* text, size_t size, size_t pos) {
@@ -152,10 +171,32 @@ size_t next_pre_token(PreTokenizerKind kind, const uint8_t* text, size_t size, s
       return next_llama3(text, size, pos, 1);
     case PreTokenizerKind::Gpt2:
       return next_gpt2(text, size, pos);
-    case PreTokenizerKind::Invalid:
+    default:
       break;
   }
-  return size;  // unreachable for a loaded Tokenizer: load() rejects Invalid
+  return size;
+}
+
+bool PreTokenCursor::next(size_t* begin, size_t* end) {
+  if (pos_ >= size_) return false;
+  *begin = pos_;
+  switch (kind_) {
+    case PreTokenizerKind::Gpt2Digits:
+      // The GPT-2 regex runs on each Digits piece separately: its end is the end of the text for
+      // \s+(?!\S).
+      if (pos_ >= digits_end_) digits_end_ = next_digits_piece(text_, size_, pos_);
+      pos_ = next_gpt2(text_, digits_end_, pos_);
+      break;
+    case PreTokenizerKind::MetaspaceSplit:
+      // MergedWithNext: every "▁" starts a piece (the text before the first one is a piece too).
+      pos_ = find_metaspace(text_, size_, find_metaspace(text_, size_, pos_) == pos_ ? pos_ + 3 : pos_ + 1);
+      break;
+    default:
+      pos_ = next_pre_token(kind_, text_, size_, pos_);
+      break;
+  }
+  *end = pos_;
+  return true;
 }
 
 }  // namespace ember::llm

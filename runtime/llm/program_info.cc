@@ -71,6 +71,10 @@ Result<LlmProgramView> read_llm_info(const fb::Program& program, Span<AddedToken
     case fb::PreTokenizerKind::Llama3: d.pre_tokenizer = PreTokenizerKind::Llama3; break;
     case fb::PreTokenizerKind::Qwen2: d.pre_tokenizer = PreTokenizerKind::Qwen2; break;
     case fb::PreTokenizerKind::Gpt2: d.pre_tokenizer = PreTokenizerKind::Gpt2; break;
+    case fb::PreTokenizerKind::Gpt2Digits: d.pre_tokenizer = PreTokenizerKind::Gpt2Digits; break;
+    case fb::PreTokenizerKind::Whole: d.pre_tokenizer = PreTokenizerKind::Whole; break;
+    case fb::PreTokenizerKind::Metaspace: d.pre_tokenizer = PreTokenizerKind::Metaspace; break;
+    case fb::PreTokenizerKind::MetaspaceSplit: d.pre_tokenizer = PreTokenizerKind::MetaspaceSplit; break;
     default:
       return EMBER_FAIL(ctx, Error::InvalidProgram, "llm.tokenizer.pre_tokenizer %u is unknown",
                         static_cast<unsigned>(t->pre_tokenizer()));
@@ -78,10 +82,33 @@ Result<LlmProgramView> read_llm_info(const fb::Program& program, Span<AddedToken
   switch (t->normalizer()) {
     case fb::NormalizerKind::None: d.normalizer = NormalizerKind::None; break;
     case fb::NormalizerKind::Nfc: d.normalizer = NormalizerKind::Nfc; break;
+    case fb::NormalizerKind::Replace: d.normalizer = NormalizerKind::Replace; break;
+    case fb::NormalizerKind::PrependReplace: d.normalizer = NormalizerKind::PrependReplace; break;
     default:
       return EMBER_FAIL(ctx, Error::InvalidProgram, "llm.tokenizer.normalizer %u is unknown",
                         static_cast<unsigned>(t->normalizer()));
   }
+  switch (t->metaspace_prepend()) {
+    case fb::MetaspacePrepend::Always: d.metaspace_prepend = MetaspacePrepend::Always; break;
+    case fb::MetaspacePrepend::First: d.metaspace_prepend = MetaspacePrepend::First; break;
+    case fb::MetaspacePrepend::Never: d.metaspace_prepend = MetaspacePrepend::Never; break;
+    default:
+      return EMBER_FAIL(ctx, Error::InvalidProgram, "llm.tokenizer.metaspace_prepend %u is unknown",
+                        static_cast<unsigned>(t->metaspace_prepend()));
+  }
+  switch (t->decoder()) {
+    case fb::DecoderKind::ByteLevel: d.decoder = DecoderKind::ByteLevel; break;
+    case fb::DecoderKind::ReplaceByteFallback: d.decoder = DecoderKind::ReplaceByteFallback; break;
+    case fb::DecoderKind::Metaspace: d.decoder = DecoderKind::Metaspace; break;
+    case fb::DecoderKind::MetaspaceNever: d.decoder = DecoderKind::MetaspaceNever; break;
+    default:
+      return EMBER_FAIL(ctx, Error::InvalidProgram, "llm.tokenizer.decoder %u is unknown",
+                        static_cast<unsigned>(t->decoder()));
+  }
+  d.unk_id = t->unk_id();
+  d.fuse_unk = t->fuse_unk();
+  d.byte_fallback = t->byte_fallback();
+  d.decoder_strip_spaces = t->decoder_strip_spaces();
   switch (t->chat_format()) {
     case fb::ChatFormat::None: v.chat.format = ChatFormat::None; break;
     case fb::ChatFormat::ChatMl: v.chat.format = ChatFormat::ChatMl; break;

@@ -158,6 +158,28 @@ size_t find_invalid_utf8(const uint8_t* data, size_t size) {
   return size;
 }
 
+void Utf8Validator::push(uint8_t b) {
+  if (!ok_) return;
+  if (pending_ == 0) {
+    const LeadInfo info = lead_info(b);
+    if (info.length == 0) {
+      ok_ = false;
+    } else if (info.length > 1) {
+      pending_ = static_cast<uint8_t>(info.length - 1);
+      lo_ = info.lo;
+      hi_ = info.hi;
+    }
+    return;
+  }
+  if (b < lo_ || b > hi_) {
+    ok_ = false;
+    return;
+  }
+  --pending_;
+  lo_ = 0x80;
+  hi_ = 0xBF;
+}
+
 size_t encode_utf8(uint32_t cp, uint8_t* out) {
   if (cp < 0x80) {
     out[0] = static_cast<uint8_t>(cp);
@@ -194,6 +216,11 @@ uint8_t char_class(uint32_t cp) {
     bits |= kClassWhiteSpace;
   }
   return bits;
+}
+
+bool is_numeric_char(uint32_t cp) {
+  if (cp < 0x80) return cp >= '0' && cp <= '9';
+  return (char_class(cp) & kClassNumber) != 0 || in_ranges(kNumericExtraRanges, kNumericExtraRangeCount, cp);
 }
 
 uint8_t combining_class(uint32_t cp) {

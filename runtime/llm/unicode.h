@@ -3,7 +3,8 @@
 // Nothing here allocates; every function is thread-safe (the tables are constant).
 //
 // Versions (scripts/gen_unicode_tables.py has the details): the classes are Unicode 16.0 (HF
-// tokenizers' Oniguruma), NFC is Unicode 9.0 (HF's unicode-normalization-alignments tables).
+// tokenizers' Oniguruma), is_numeric_char is 17.0 (the Rust standard library HF was built with),
+// NFC is Unicode 9.0 (HF's unicode-normalization-alignments tables).
 #pragma once
 
 #include <cstddef>
@@ -17,6 +18,23 @@ constexpr uint32_t kReplacementCharacter = 0xFFFD;
 // surrogates, code points above U+10FFFF and truncated sequences are ill-formed), or `size` when
 // all of data[0, size) is valid.
 size_t find_invalid_utf8(const uint8_t* data, size_t size);
+// Checks a byte stream for well-formed UTF-8 one byte at a time, without keeping the bytes (HF's
+// ByteFallback decoder turns a run of byte tokens into text only when the whole run is
+// well-formed). Trivially copyable.
+class Utf8Validator {
+ public:
+  void push(uint8_t b);
+  // Well-formed so far; the last character may be unfinished.
+  bool is_prefix() const { return ok_; }
+  // Well-formed, with no unfinished character.
+  bool is_complete() const { return ok_ && pending_ == 0; }
+
+ private:
+  bool ok_ = true;
+  uint8_t pending_ = 0;  // continuation bytes still expected
+  uint8_t lo_ = 0x80;    // the range of the next one
+  uint8_t hi_ = 0xBF;
+};
 
 // Decodes the code point at `p`, which must start a well-formed sequence that ends before the end
 // of the buffer (validate first); *length receives its byte count (1..4).
@@ -48,6 +66,10 @@ enum CharClassBits : uint8_t {
   kClassWhiteSpace = 4,  // \s (White_Space)
 };
 uint8_t char_class(uint32_t cp);
+
+// Rust's char::is_numeric (General_Category N of Unicode 17.0), which HF's Digits pre-tokenizer
+// splits with: \p{N} of char_class plus the numbers Unicode 17.0 added.
+bool is_numeric_char(uint32_t cp);
 
 // Canonical combining class (0 for starters and for code points unknown to Unicode 9.0).
 uint8_t combining_class(uint32_t cp);

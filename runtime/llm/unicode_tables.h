@@ -38,6 +38,8 @@ extern const CodePointRange kLetterRanges[];  // \p{L}: Lu Ll Lt Lm Lo
 extern const size_t kLetterRangeCount;
 extern const CodePointRange kNumberRanges[];  // \p{N}: Nd Nl No
 extern const size_t kNumberRangeCount;
+extern const CodePointRange kNumericExtraRanges[];  // Rust char::is_numeric (17.0) beyond kNumberRanges
+extern const size_t kNumericExtraRangeCount;
 extern const CodePointRange kWhiteSpaceRanges[];  // \s: White_Space
 extern const size_t kWhiteSpaceRangeCount;
 extern const CombiningClassRange kCombiningClassRanges[];

@@ -740,6 +740,18 @@ Status validate_tokenizer(const fb::TokenizerTable& t, int32_t vocab_size, Error
     return EMBER_FAIL(ctx, Error::InvalidProgram, "llm.tokenizer.normalizer %u is unknown",
                       static_cast<unsigned>(t.normalizer()));
   }
+  if (t.metaspace_prepend() == fb::MetaspacePrepend::Invalid || t.metaspace_prepend() > fb::MetaspacePrepend::MAX) {
+    return EMBER_FAIL(ctx, Error::InvalidProgram, "llm.tokenizer.metaspace_prepend %u is unknown",
+                      static_cast<unsigned>(t.metaspace_prepend()));
+  }
+  if (t.decoder() == fb::DecoderKind::Invalid || t.decoder() > fb::DecoderKind::MAX) {
+    return EMBER_FAIL(ctx, Error::InvalidProgram, "llm.tokenizer.decoder %u is unknown",
+                      static_cast<unsigned>(t.decoder()));
+  }
+  if (t.unk_id() < -1 || (t.unk_id() >= 0 && static_cast<uint32_t>(t.unk_id()) >= count)) {
+    return EMBER_FAIL(ctx, Error::InvalidProgram, "llm.tokenizer.unk_id %d is not -1 or below token_count %u",
+                      t.unk_id(), count);
+  }
   if (t.chat_format() == fb::ChatFormat::Invalid || t.chat_format() > fb::ChatFormat::MAX) {
     return EMBER_FAIL(ctx, Error::InvalidProgram, "llm.tokenizer.chat_format %u is unknown",
                       static_cast<unsigned>(t.chat_format()));

@@ -152,17 +152,32 @@ TEST_P(LlmInfoRoundTrip, FactsSurviveExportAndLoad) {
 }
 
 // Every golden string of tests/data/llm/<family> (HF ids), encoded and decoded by the tokenizer
-// embedded in the program and by the one read from tokenizer.json.
-TEST_P(LlmInfoRoundTrip, EmbeddedTokenizerEqualsTokenizerJson) {
-  const std::string family = GetParam();
+// embedded in the program and by the one read from tokenizer.json; every golden id list decoded
+// (and stream-decoded) by both.
+void expect_embedded_equals_json(const std::string& family) {
   const LlmProgramInfo info = make_info(family);
   const std::unique_ptr<ProgramLlm> p = load_program_llm(export_with(&info));
   ASSERT_NE(p, nullptr);
   const auto direct = lt::load_tokenizer(family);
   ASSERT_NE(direct, nullptr);
+  const llm::TokenizerDesc& d = p->view.tokenizer;
+  EXPECT_EQ(d.pre_tokenizer, info.tokenizer->pre_tokenizer);
+  EXPECT_EQ(d.normalizer, info.tokenizer->normalizer);
+  EXPECT_EQ(d.decoder, info.tokenizer->decoder);
+  EXPECT_EQ(d.decoder_strip_spaces, info.tokenizer->decoder_strip_spaces);
+  EXPECT_EQ(d.metaspace_prepend, info.tokenizer->metaspace_prepend);
+  EXPECT_EQ(d.unk_id, info.tokenizer->unk_id);
+  EXPECT_EQ(d.fuse_unk, info.tokenizer->fuse_unk);
+  EXPECT_EQ(d.byte_fallback, info.tokenizer->byte_fallback);
   const llm::Tokenizer& embedded = *p->tokenizer;
   size_t cases = 0, failures = 0;
   for (const nlohmann::json& c : lt::read_jsonl(lt::data_path(family + "/golden.jsonl"))) {
+    if (c.contains("decode_ids")) {
+      const std::vector<int32_t> ids = c["decode_ids"].get<std::vector<int32_t>>();
+      const bool ok = lt::decode(embedded, ids, false) == c["decoded"].get<std::string>() &&
+                      lt::stream_decode(embedded, ids, true) == lt::decode(**direct, ids, true);
+      if (!ok && ++failures <= 10) ADD_FAILURE() << family << ": decode " << c["decode_ids"].dump();
+    }
     if (!c.contains("text")) continue;
     ++cases;
     const std::string text = c["text"].get<std::string>();
@@ -176,6 +191,18 @@ TEST_P(LlmInfoRoundTrip, EmbeddedTokenizerEqualsTokenizerJson) {
   EXPECT_GT(cases, 1000u);
   EXPECT_EQ(failures, 0u);
 }
+
+TEST_P(LlmInfoRoundTrip, EmbeddedTokenizerEqualsTokenizerJson) { expect_embedded_equals_json(GetParam()); }
+
+// The other layouts of tests/data/llm (SentencePiece: Llama-2, Mistral, Gemma; byte-level: SmolLM,
+// GPT-2), whose chat templates the runtime does not render (chat_format None, except SmolLM's
+// ChatML).
+class LlmInfoTokenizerRoundTrip : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(LlmInfoTokenizerRoundTrip, EmbeddedTokenizerEqualsTokenizerJson) { expect_embedded_equals_json(GetParam()); }
+
+INSTANTIATE_TEST_SUITE_P(Layouts, LlmInfoTokenizerRoundTrip,
+                         ::testing::Values("llama2", "mistral", "gemma", "smollm", "gpt2"));
 
 // Ids of transformers 5.17's apply_chat_template(messages, add_generation_prompt=True, tokenize=True)
 // with the tokenizers of tests/data/llm, from tests/llm/chat_template_ids.py (run on the GPU
@@ -404,6 +431,17 @@ TEST(LlmInfoTest, HostileTablesAreInvalidProgram) {
       {"normalizer", "llm.tokenizer.normalizer 0", [](fb::LlmInfoT& l) {
          l.tokenizer->normalizer = fb::NormalizerKind::Invalid;
        }},
+      {"normalizer past the last", "llm.tokenizer.normalizer 5", [](fb::LlmInfoT& l) {
+         l.tokenizer->normalizer = static_cast<fb::NormalizerKind>(5);
+       }},
+      {"metaspace prepend", "llm.tokenizer.metaspace_prepend 0", [](fb::LlmInfoT& l) {
+         l.tokenizer->metaspace_prepend = fb::MetaspacePrepend::Invalid;
+       }},
+      {"decoder", "llm.tokenizer.decoder 9", [](fb::LlmInfoT& l) {
+         l.tokenizer->decoder = static_cast<fb::DecoderKind>(9);
+       }},
+      {"unk id", "llm.tokenizer.unk_id 5000", [](fb::LlmInfoT& l) { l.tokenizer->unk_id = 5000; }},
+      {"negative unk id", "llm.tokenizer.unk_id -2", [](fb::LlmInfoT& l) { l.tokenizer->unk_id = -2; }},
       {"chat format", "llm.tokenizer.chat_format 7", [](fb::LlmInfoT& l) {
          l.tokenizer->chat_format = static_cast<fb::ChatFormat>(7);
        }},

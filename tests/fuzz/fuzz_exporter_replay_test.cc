@@ -228,7 +228,7 @@ const Harness kHarnesses[] = {
 // tests/data/llm/<family>/tokenizer.json NUL tokenizer_config.json.
 std::vector<std::pair<std::string, Bytes>> TokenizerSeeds() {
   std::vector<std::pair<std::string, Bytes>> out;
-  for (const char* family : {"llama3", "qwen2"}) {
+  for (const char* family : {"llama3", "qwen2", "llama2", "mistral", "gemma", "smollm", "gpt2"}) {
     const fs::path dir = kSource / "tests/data/llm" / family;
     const Bytes tokenizer = ReadFile(dir / "tokenizer.json");
     const Bytes config = ReadFile(dir / "tokenizer_config.json");

@@ -11,17 +11,25 @@ EMBER_LLM_TEST_DATA=DIR build/.../ember_runtime_llm_tokenizer_test.
 
 Rewrites tests/data/llm/ (identical bytes on every run: fixed seeds, sorted output):
   <kind>/tokenizer.json, <kind>/tokenizer_config.json   make_tokenizers.write_tokenizer(kind)
-  <kind>/golden.jsonl   for kind in llama3, qwen2; one JSON object per line:
+  <kind>/golden.jsonl   for kind in make_tokenizers.KINDS (llama3, qwen2, llama2, mistral, gemma,
+                        smollm, gpt2); one JSON object per line:
       {"text": s, "ids": HF encode(s, add_special_tokens=False).ids,
        "decoded": decode(ids, skip_special_tokens=False)   (only when != s),
        "skipped": decode(ids, skip_special_tokens=True)    (only when != decoded)}
     and decode-only cases (random id lists that cut UTF-8 characters, special ids):
       {"decode_ids": ids, "decoded": ..., "skipped": ...}
     The first line is a header: {"kind", "bos": ids that add_special_tokens=True puts first,
-    "cases", "decode_cases"}; the script checks encode(s, True).ids == bos + ids for every s.
-  pretokenize.jsonl   {"text": s, "llama3": [...], "qwen2": [...], "gpt2": [...]}: the byte offsets
-                      where each piece of HF's pre-tokenizer ends (Split(Llama-3 / Qwen2 regex,
-                      Isolated) and ByteLevel(use_regex=True)), no normalizer.
+    "cases", "decode_cases"}; the script checks encode(s, True).ids == bos + ids for every s. The
+    kinds after qwen2 add MORE_HAND_WRITTEN and more random strings (with their special tokens), and
+    the SentencePiece kinds decode cases for ByteFallback and Strip (spm_decode_cases).
+  sentencepiece_variants.jsonl   the same lines for VARIANTS, edits of the mistral tokenizer.json
+                      (Metaspace prepend schemes, split, the Metaspace decoder, unk without byte
+                      fallback, ...), each line with "variant": name; the header lists every
+                      variant's name, edits, bos and case counts.
+  pretokenize.jsonl   {"text": s, "llama3": [...], "qwen2": [...], "gpt2": [...], "gpt2_digits": [...]}:
+                      the byte offsets where each piece of HF's pre-tokenizer ends (Split(Llama-3 /
+                      Qwen2 regex, Isolated), ByteLevel(use_regex=True), and Sequence[Digits(
+                      individual_digits=True), ByteLevel]), no normalizer.
   nfc.jsonl           {"text": s, "nfc": HF normalizers.NFC() of s (only when != s)}.
 """
 
@@ -41,9 +49,9 @@ from tokenizers import Regex, Tokenizer, normalizers, pre_tokenizers  # noqa: E4
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 CHECKED_IN = os.path.join(ROOT, "tests", "data", "llm")
 DATA = CHECKED_IN  # where the files go (main() may change it)
-GENERATED = ["llama3/tokenizer.json", "llama3/tokenizer_config.json", "llama3/golden.jsonl",
-             "qwen2/tokenizer.json", "qwen2/tokenizer_config.json", "qwen2/golden.jsonl",
-             "pretokenize.jsonl", "nfc.jsonl"]
+KINDS = make_tokenizers.KINDS
+GENERATED = [f"{kind}/{name}" for kind in KINDS for name in ("tokenizer.json", "tokenizer_config.json", "golden.jsonl")]
+GENERATED += ["sentencepiece_variants.jsonl", "pretokenize.jsonl", "nfc.jsonl"]
 
 SPECIALS = make_tokenizers.LLAMA3_SPECIALS + make_tokenizers.QWEN2_SPECIALS
 
@@ -93,7 +101,8 @@ HAND_WRITTEN = [
 ]
 
 
-def random_strings(seed, count):
+def random_strings(seed, count, specials=None):
+    specials = SPECIALS if specials is None else specials
     rng = random.Random(seed)
     pool = (list("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ") * 3 + list("0123456789") * 2 +
             list(" " * 12) + list("\t\n\r") + list(".,;:!?-_'\"()[]{}<>|/\\@#$%^&*+=~`") +
@@ -104,7 +113,7 @@ def random_strings(seed, count):
             ["\U0001f600", "\U0001f44d", "\U0001f3fd", "\u200d", "\ufe0f", "\U0001f469\u200d\U0001f4bb", "\u2764",
              "\u00bd", "\u2164", "\u0663", "\uff11", "\U0001d7d8", "\U0001d2c0", "\U00011f04", "\U00010940",
              "\ufffd", "\u00c3", "\u0120", "\u010a", "\u0000", "\u007f", "\u0085", "\ue000", "\U0010ffff"] +
-            SPECIALS + ["<|", "|>", "<|im_", "_id|>"])
+            specials + ["<|", "|>", "<|im_", "_id|>"])
     out = []
     for _ in range(count):
         n = rng.choice([1, 2, 3, 5, 8, 13, 21, 34])
@@ -130,14 +139,43 @@ def corpus():
     return HAND_WRITTEN + chat_strings() + random_strings(20240630, 700)
 
 
-def decode_cases(tok, seed, count):
+# For the kinds after llama3 / qwen2: their special tokens, "▁" and byte-token look-alikes in the
+# text, leading / trailing spaces (the SentencePiece prepend and Strip), Digits' Unicode 17.0
+# numbers, and long byte-fallback runs.
+MORE_HAND_WRITTEN = [
+    " leading space", "  two leading", "trailing ", "a \u2581 b", "\u2581", "\u2581\u2581x", "\u2581Hello", " \u2581x",
+    "<0x41>", "<0xE4><0xBD><0xA0>", "x<0x0A>y", "<0x+A>", "<unk>", "<s>Hello", "Hello</s>", "<s> Hello", "</s></s>",
+    "<s>[INST] What is 2+2? [/INST] 4</s>", "[INST]hi[/INST]", " [INST] a", "[TOOL_CALLS][",
+    "<bos><start_of_turn>user\nHi<end_of_turn>\n<start_of_turn>model\n", "<pad><eos><mask>", "<start_of_turn> x",
+    "a<|endoftext|>b", "<|im_start|>user\nhi<|im_end|>", "<repo_name>ember<file_sep>x.cc",
+    "<jupyter_code>print(1)<jupyter_output>", "digits 0123456789 \u0663\u0664 \u00bd\u2153 x1y22z333",
+    "\U00011de0\U00011de1\U00016ff5 a\U00016ff4b", "a1b", "1.5e10", " 42", "\t\ttabs\t", "tab\there", "\u00a0nbsp",
+    "mixed \u4f60\u597d and \U0001f600\U0001f600 and caf\u00e9", "\U0001f600" * 70, "\u4e00\u4e01\u4e02\u9fff\u3400",
+    "\ufffd<0xFF>", "x \n y", " \n ", "end \u2581",
+]
+
+
+def more_strings():
+    specials = sorted(set(sum(make_tokenizers.MORE_SPECIALS.values(), [])))
+    return MORE_HAND_WRITTEN + random_strings(20261127, 160, specials=specials + [make_tokenizers.META, "<0x41>", " "])
+
+
+def byte_token_ids(tok, kind):
+    """The id of each byte's token (None where there is none): "<0xNN>" in the SentencePiece kinds,
+    the byte-level character otherwise."""
+    vocab = tok.get_vocab(with_added_tokens=True)
+    if kind in make_tokenizers.SPM_KINDS:
+        return [vocab.get("<0x%02X>" % b) for b in range(256)]
+    return [vocab[chr(make_tokenizers_byte_char(b))] for b in range(256)]
+
+
+def decode_cases(tok, seed, count, kind="llama3", specials=None):
     """Random id lists: single-byte tokens (UTF-8 cut anywhere), multi-byte tokens, specials."""
     rng = random.Random(seed)
-    vocab = tok.get_vocab(with_added_tokens=True)
     n = tok.get_vocab_size(with_added_tokens=True)
-    byte_ids = [vocab[chr(make_tokenizers_byte_char(b))] for b in range(256)]
-    high = [vocab[chr(make_tokenizers_byte_char(b))] for b in range(0x80, 0x100)]
-    special = [tok.token_to_id(s) for s in SPECIALS if tok.token_to_id(s) is not None]
+    byte_ids = [i for i in byte_token_ids(tok, kind) if i is not None]
+    high = [i for i in byte_token_ids(tok, kind)[0x80:] if i is not None]
+    special = [tok.token_to_id(s) for s in (SPECIALS if specials is None else specials) if tok.token_to_id(s) is not None]
     out = []
     for _ in range(count):
         ids = []
@@ -146,6 +184,41 @@ def decode_cases(tok, seed, count):
             ids.append(rng.choice(high) if r < 0.45 else rng.choice(byte_ids) if r < 0.6 else
                        rng.choice(special) if r < 0.7 else rng.randrange(n))
         out.append(ids)
+    return out
+
+
+def spm_decode_cases(tok, seed, count, specials):
+    """Id lists for the ByteFallback and Strip decoders: whole characters as byte tokens (valid
+    runs), stray bytes (ill-formed runs), "▁" tokens, space bytes, specials between them (skipping
+    them joins two runs), and runs longer than StreamDecoder::kMaxHeldBytes."""
+    rng = random.Random(seed)
+    vocab = tok.get_vocab(with_added_tokens=True)
+    byte_id = byte_token_ids(tok, "llama2")
+    meta = sorted(i for t, i in vocab.items() if t.startswith(make_tokenizers.META))
+    special = [vocab[s] for s in specials]
+    chars = ["\u00e9", "\u4f60", "\u597d", "\U0001f600", "\u20ac", "\u00df", "\ud55c", "\U0001f680", "\u0301", "\t"]
+    out = []
+    for _ in range(count):
+        ids = []
+        for _ in range(rng.randint(1, 8)):
+            r = rng.random()
+            if r < 0.35:
+                ids += [byte_id[b] for b in rng.choice(chars).encode() if byte_id[b] is not None]
+            elif r < 0.5:
+                ids.append(byte_id[rng.randrange(0x80, 0x100)])
+            elif r < 0.65:
+                ids.append(rng.choice(meta))
+            elif r < 0.8:
+                ids.append(rng.choice(special))
+            elif r < 0.9:
+                ids.append(byte_id[0x20])
+            else:
+                ids.append(rng.randrange(len(vocab)))
+        out.append(ids)
+    emoji = [byte_id[b] for b in "\U0001f600".encode()]
+    out.append(emoji * 80)                                           # 320 bytes, well-formed
+    out.append(emoji * 40 + [special[0]] + emoji * 40)               # one run when the special is skipped
+    out.append([byte_id[0x20], byte_id[0x20]] + emoji + [meta[0]])   # Strip meets a byte run
     return out
 
 
@@ -166,15 +239,13 @@ def write_lines(path, lines):
             f.write(dumps(line) + "\n")
 
 
-def golden_for(kind, texts):
-    out_dir = os.path.join(DATA, kind)
-    make_tokenizers.write_tokenizer(kind, out_dir)
-    tok = Tokenizer.from_file(os.path.join(out_dir, "tokenizer.json"))
+def golden_cases(tok, texts, id_lists):
+    """The golden lines of `texts` (encode and decode) and of `id_lists` (decode only)."""
     bos = tok.encode("", add_special_tokens=True).ids
     lines = []
     for s in texts:
         ids = tok.encode(s, add_special_tokens=False).ids
-        assert tok.encode(s, add_special_tokens=True).ids == bos + ids, (kind, s)
+        assert tok.encode(s, add_special_tokens=True).ids == bos + ids, s
         case = {"text": s, "ids": ids}
         decoded = tok.decode(ids, skip_special_tokens=False)
         skipped = tok.decode(ids, skip_special_tokens=True)
@@ -183,16 +254,100 @@ def golden_for(kind, texts):
         if skipped != decoded:
             case["skipped"] = skipped
         lines.append(case)
-    cases = decode_cases(tok, 7 if kind == "llama3" else 8, 300)
-    for ids in cases:
+    for ids in id_lists:
         case = {"decode_ids": ids, "decoded": tok.decode(ids, skip_special_tokens=False)}
         skipped = tok.decode(ids, skip_special_tokens=True)
         if skipped != case["decoded"]:
             case["skipped"] = skipped
         lines.append(case)
+    return bos, lines
+
+
+def golden_for(kind, texts):
+    out_dir = os.path.join(DATA, kind)
+    make_tokenizers.write_tokenizer(kind, out_dir)
+    tok = Tokenizer.from_file(os.path.join(out_dir, "tokenizer.json"))
+    if kind in ("llama3", "qwen2"):
+        cases = decode_cases(tok, 7 if kind == "llama3" else 8, 300)
+    else:
+        texts = texts + more_strings()
+        specials = make_tokenizers.MORE_SPECIALS[kind]
+        cases = decode_cases(tok, 9 + KINDS.index(kind), 200, kind, specials)
+        if kind in make_tokenizers.SPM_KINDS:
+            cases += spm_decode_cases(tok, 19 + KINDS.index(kind), 100, specials)
+    bos, lines = golden_cases(tok, texts, cases)
     header = {"kind": kind, "bos": bos, "cases": len(texts), "decode_cases": len(cases)}
     write_lines(os.path.join(out_dir, "golden.jsonl"), [header] + lines)
     return len(texts), len(cases)
+
+
+# The SentencePiece options the kinds above do not cover, as edits of the mistral tokenizer.json:
+# {"path": JSON pointer, "value": v} sets, {"path": ..., "rename": key} renames an object key.
+def _meta(scheme, split):
+    return {"type": "Metaspace", "replacement": make_tokenizers.META, "prepend_scheme": scheme, "split": split}
+
+
+def _set(path, value):
+    return {"path": path, "value": value}
+
+
+VARIANT_BASE = "mistral"
+VARIANTS = [
+    ("metaspace_always_split", [_set("/pre_tokenizer", _meta("always", True)), _set("/decoder", _meta("always", True))]),
+    ("metaspace_first_split", [_set("/pre_tokenizer", _meta("first", True)), _set("/decoder", _meta("first", True))]),
+    ("metaspace_never", [_set("/pre_tokenizer", _meta("never", False)), _set("/decoder", _meta("never", False))]),
+    ("metaspace_legacy", [_set("/pre_tokenizer", {"type": "Metaspace", "replacement": make_tokenizers.META,
+                                                  "add_prefix_space": True}),
+                          _set("/decoder", {"type": "Metaspace", "replacement": make_tokenizers.META,
+                                            "add_prefix_space": True})]),
+    ("always_no_strip", [_set("/pre_tokenizer", _meta("always", False)), _set("/decoder", make_tokenizers.SPM_DECODER)]),
+    ("strip_two", [_set("/decoder/decoders/3/start", 2)]),
+    ("unk_per_char", [_set("/model/byte_fallback", False), _set("/model/fuse_unk", False)]),
+    ("unk_fused", [_set("/model/byte_fallback", False)]),
+    ("no_unk", [_set("/model/byte_fallback", False), _set("/model/unk_token", None)]),
+    ("partial_fallback", [_set("/model/fuse_unk", False), {"path": "/model/vocab/<0xE4>", "rename": "<0xE4_>"},
+                          {"path": "/model/vocab/<0x3C>", "rename": "<0x3C_>"}]),
+    ("ignore_merges", [_set("/model/ignore_merges", True)]),
+    ("whole_without_normalizer", [_set("/pre_tokenizer", None)]),
+]
+
+
+def apply_edits(data, edits):
+    """`data` with the edits applied (the C++ test applies them the same way)."""
+    data = json.loads(json.dumps(data))
+    for edit in edits:
+        keys = edit["path"].split("/")[1:]
+        obj = data
+        for key in keys[:-1]:
+            obj = obj[int(key)] if isinstance(obj, list) else obj[key]
+        if "rename" in edit:
+            renamed = {(edit["rename"] if k == keys[-1] else k): v for k, v in obj.items()}
+            obj.clear()
+            obj.update(renamed)
+        elif isinstance(obj, list):
+            obj[int(keys[-1])] = edit["value"]
+        else:
+            obj[keys[-1]] = edit["value"]
+    return data
+
+
+def variants_golden():
+    with open(os.path.join(DATA, VARIANT_BASE, "tokenizer.json"), encoding="utf-8") as f:
+        base = json.load(f)
+    specials = make_tokenizers.MORE_SPECIALS[VARIANT_BASE]
+    # Every other hand-written string (most of the others test regexes and NFC) keeps the file small.
+    texts = HAND_WRITTEN[::2] + MORE_HAND_WRITTEN + random_strings(31, 40, specials=specials + [make_tokenizers.META, " "])
+    header = {"base": VARIANT_BASE, "variants": []}
+    lines = []
+    for i, (name, edits) in enumerate(VARIANTS):
+        tok = Tokenizer.from_str(json.dumps(apply_edits(base, edits)))
+        cases = decode_cases(tok, 40 + i, 30, "llama2", specials) + spm_decode_cases(tok, 60 + i, 30, specials)
+        bos, variant_lines = golden_cases(tok, texts, cases)
+        header["variants"].append({"name": name, "edits": edits, "bos": bos, "cases": len(texts),
+                                   "decode_cases": len(cases)})
+        lines += [dict(case, variant=name) for case in variant_lines]
+    write_lines(os.path.join(DATA, "sentencepiece_variants.jsonl"), [header] + lines)
+    return len(VARIANTS), len(lines)
 
 
 def piece_ends(pieces, to_bytes):
@@ -207,6 +362,7 @@ def pretokenize_golden(texts):
     patterns = {"llama3": make_tokenizers.LLAMA3_PATTERN, "qwen2": make_tokenizers.QWEN2_PATTERN}
     splits = {k: pre_tokenizers.Split(Regex(p), behavior="isolated") for k, p in patterns.items()}
     gpt2 = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)
+    gpt2_digits = pre_tokenizers.Sequence([pre_tokenizers.Digits(individual_digits=True), gpt2])
     inverse = {chr(make_tokenizers_byte_char(b)): b for b in range(256)}
     lines = []
     for s in texts:
@@ -215,9 +371,10 @@ def pretokenize_golden(texts):
             pieces = [p for p, _ in split.pre_tokenize_str(s)]
             assert "".join(pieces) == s
             case[k] = piece_ends(pieces, lambda p: p.encode())
-        pieces = [p for p, _ in gpt2.pre_tokenize_str(s)]
-        assert bytes(inverse[c] for c in "".join(pieces)) == s.encode()
-        case["gpt2"] = piece_ends(pieces, lambda p: p)
+        for k, byte_level in (("gpt2", gpt2), ("gpt2_digits", gpt2_digits)):
+            pieces = [p for p, _ in byte_level.pre_tokenize_str(s)]
+            assert bytes(inverse[c] for c in "".join(pieces)) == s.encode()
+            case[k] = piece_ends(pieces, lambda p: p)
         lines.append(case)
     write_lines(os.path.join(DATA, "pretokenize.jsonl"), lines)
 
@@ -263,11 +420,13 @@ def stress_strings(count, corpus_glob):
 
 
 def generate(texts):
-    for kind in ("llama3", "qwen2"):
+    for kind in KINDS:
         n, d = golden_for(kind, texts)
         print(f"{kind}: {n} encode cases, {d} decode cases")
-    pretokenize_golden(texts)
-    print(f"pretokenize: {len(texts)} cases")
+    v, n = variants_golden()
+    print(f"sentencepiece_variants: {v} variants of {VARIANT_BASE}, {n} cases")
+    pretokenize_golden(texts + more_strings())
+    print(f"pretokenize: {len(texts) + len(more_strings())} cases")
     print(f"nfc: {nfc_golden(texts)} cases")
 
 

@@ -112,12 +112,36 @@ bool byte_level_bytes(const std::string& token, std::string* bytes) {
   return true;
 }
 
+// "▁" (U+2581), SentencePiece's stand-in for a space.
+constexpr const char* kMetaspace = "\xE2\x96\x81";
+
+// obj[key] when obj is an object and that is a string; else "\x01", which no caller looks for.
+std::string string_field(const json& obj, const char* key) {
+  if (!obj.is_object()) return "\x01";
+  auto it = obj.find(key);
+  return it != obj.end() && it->is_string() ? it->get<std::string>() : "\x01";
+}
+
+// Replace with a String pattern `from` and content `to` (normalizer or decoder).
+bool is_replace(const json& r, const char* from, const char* to) {
+  return string_field(r, "type") == "Replace" && r.contains("pattern") && r["pattern"].is_object() &&
+         r["pattern"].size() == 1 && string_field(r["pattern"], "String") == from && string_field(r, "content") == to;
+}
+
 void parse_normalizer(const Parser& p, const json& root, TokenizerData& out) {
   const json* n = p.find(root, "normalizer");
   if (n == nullptr || n->is_null()) return;
   const std::string type = p.type_of(*n, "normalizer");
   if (type == "NFC") {
     out.normalizer = llm::NormalizerKind::Nfc;
+    return;
+  }
+  const char* implemented =
+      "only NFC, Replace(\" \", \"\u2581\") and Sequence[Prepend(\"\u2581\"), Replace(\" \", \"\u2581\")] (or none) are "
+      "implemented";
+  if (type == "Replace") {
+    if (!is_replace(*n, " ", kMetaspace)) p.fail("normalizer", n, implemented);
+    out.normalizer = llm::NormalizerKind::Replace;
     return;
   }
   if (type == "Sequence") {
@@ -127,9 +151,18 @@ void parse_normalizer(const Parser& p, const json& root, TokenizerData& out) {
       out.normalizer = llm::NormalizerKind::Nfc;
       return;
     }
-    p.fail("normalizer.normalizers", &list, "only an empty Sequence or [NFC] is implemented");
+    if (list.is_array() && list.size() == 1 && is_replace(list[0], " ", kMetaspace)) {
+      out.normalizer = llm::NormalizerKind::Replace;
+      return;
+    }
+    const json prepend = {{"type", "Prepend"}, {"prepend", kMetaspace}};
+    if (list.is_array() && list.size() == 2 && list[0] == prepend && is_replace(list[1], " ", kMetaspace)) {
+      out.normalizer = llm::NormalizerKind::PrependReplace;
+      return;
+    }
+    p.fail("normalizer.normalizers", &list, implemented);
   }
-  p.fail("normalizer.type", &(*n)["type"], "only NFC (or none) is implemented");
+  p.fail("normalizer.type", &(*n)["type"], implemented);
 }
 
 void parse_byte_level_pre(const Parser& p, const json& bl, const std::string& path, bool use_regex) {
@@ -137,42 +170,104 @@ void parse_byte_level_pre(const Parser& p, const json& bl, const std::string& pa
   const json* v = p.find(bl, "use_regex");
   const bool value = v == nullptr || v->is_null() ? true : (v->is_boolean() && v->get<bool>());
   if (value != use_regex) {
-    p.fail(path + ".use_regex", v, use_regex ? "ByteLevel alone must split with its GPT-2 regex"
+    p.fail(path + ".use_regex", v, use_regex ? "ByteLevel alone or after Digits must split with its GPT-2 regex"
                                              : "after a Split, ByteLevel must not split again");
   }
 }
 
+// HF Metaspace (pre-tokenizer or decoder): replacement "▁", prepend_scheme (or the older
+// add_prefix_space, which HF maps to "always" and refuses when it contradicts prepend_scheme).
+llm::MetaspacePrepend parse_metaspace(const Parser& p, const json& m, const std::string& path) {
+  const json& replacement = p.require(m, "replacement", path);
+  if (replacement != kMetaspace) p.fail(path + ".replacement", &replacement, "only \"\u2581\" is implemented");
+  llm::MetaspacePrepend scheme = llm::MetaspacePrepend::Always;
+  if (const json* s = p.find(m, "prepend_scheme"); s != nullptr && !s->is_null()) {
+    if (*s == "always") {
+      scheme = llm::MetaspacePrepend::Always;
+    } else if (*s == "first") {
+      scheme = llm::MetaspacePrepend::First;
+    } else if (*s == "never") {
+      scheme = llm::MetaspacePrepend::Never;
+    } else {
+      p.fail(path + ".prepend_scheme", s, "expected \"always\", \"first\" or \"never\"");
+    }
+  }
+  if (const json* a = p.find(m, "add_prefix_space"); a != nullptr && !a->is_null()) {
+    if (!a->is_boolean()) p.fail(path + ".add_prefix_space", a, "expected a boolean");
+    if (a->get<bool>() != (scheme != llm::MetaspacePrepend::Never)) {
+      p.fail(path + ".add_prefix_space", a, "contradicts prepend_scheme (HF tokenizers refuses this file too)");
+    }
+  }
+  return scheme;
+}
+
+bool is_spm_normalizer(llm::NormalizerKind n) {
+  return n == llm::NormalizerKind::Replace || n == llm::NormalizerKind::PrependReplace;
+}
+
 void parse_pre_tokenizer(const Parser& p, const json& root, TokenizerData& out) {
   const json& pt = p.require(root, "pre_tokenizer", "");
-  if (pt.is_null()) p.fail("pre_tokenizer", &pt, "a byte-level pre-tokenizer is required");
+  if (pt.is_null()) {  // the whole normalized segment is one piece (Llama-2)
+    out.pre_tokenizer = llm::PreTokenizerKind::Whole;
+    return;
+  }
   const std::string type = p.type_of(pt, "pre_tokenizer");
+  const char* implemented =
+      "only ByteLevel, Sequence[Split(pattern), ByteLevel], Sequence[Digits, ByteLevel], Metaspace (or none) are "
+      "implemented";
   if (type == "ByteLevel") {
     parse_byte_level_pre(p, pt, "pre_tokenizer", true);
     out.pre_tokenizer = llm::PreTokenizerKind::Gpt2;
     return;
   }
-  if (type != "Sequence") p.fail("pre_tokenizer.type", &pt["type"], "only Sequence[Split, ByteLevel] or ByteLevel is implemented");
-  const json& list = p.require(pt, "pretokenizers", "pre_tokenizer");
-  if (!list.is_array() || list.size() != 2) {
-    p.fail("pre_tokenizer.pretokenizers", &list, "only [Split(pattern), ByteLevel] is implemented");
+  if (type == "Metaspace") {
+    out.metaspace_prepend = parse_metaspace(p, pt, "pre_tokenizer");
+    out.pre_tokenizer =
+        p.get_bool(pt, "split", true, "pre_tokenizer") ? llm::PreTokenizerKind::MetaspaceSplit : llm::PreTokenizerKind::Metaspace;
+    if (out.normalizer != llm::NormalizerKind::None) {
+      p.fail("normalizer", nullptr, "a normalizer before the Metaspace pre-tokenizer is not implemented");
+    }
+    return;
   }
-  const std::string split_path = "pre_tokenizer.pretokenizers[0]";
-  if (p.type_of(list[0], split_path) != "Split") p.fail(split_path + ".type", &list[0]["type"], "expected Split");
-  const json& pattern = p.require(list[0], "pattern", split_path);
+  if (type == "Split" && is_spm_normalizer(out.normalizer)) {
+    // Gemma: Split(" ", MergedWithPrevious) after a normalizer that replaced every space: a no-op.
+    const json expect = {{"type", "Split"}, {"pattern", {{"String", " "}}}, {"behavior", "MergedWithPrevious"},
+                         {"invert", false}};
+    if (pt != expect) p.fail("pre_tokenizer", &pt, "only Split(\" \", MergedWithPrevious) after Replace(\" \", \"\u2581\") is implemented");
+    out.pre_tokenizer = llm::PreTokenizerKind::Whole;
+    return;
+  }
+  if (type != "Sequence") p.fail("pre_tokenizer.type", &pt["type"], implemented);
+  const json& list = p.require(pt, "pretokenizers", "pre_tokenizer");
+  if (!list.is_array() || list.size() != 2) p.fail("pre_tokenizer.pretokenizers", &list, implemented);
+  const std::string first_path = "pre_tokenizer.pretokenizers[0]";
+  const std::string bl_path = "pre_tokenizer.pretokenizers[1]";
+  const std::string first_type = p.type_of(list[0], first_path);
+  if (first_type == "Digits") {
+    // SmolLM / StarCoder: every digit its own piece, then GPT-2's regex on the rest.
+    if (!p.get_bool(list[0], "individual_digits", false, first_path)) {
+      p.fail(first_path + ".individual_digits", p.find(list[0], "individual_digits"), "only true is implemented");
+    }
+    if (p.type_of(list[1], bl_path) != "ByteLevel") p.fail(bl_path + ".type", &list[1]["type"], "expected ByteLevel");
+    parse_byte_level_pre(p, list[1], bl_path, true);
+    out.pre_tokenizer = llm::PreTokenizerKind::Gpt2Digits;
+    return;
+  }
+  if (first_type != "Split") p.fail(first_path + ".type", &list[0]["type"], "expected Split or Digits");
+  const json& pattern = p.require(list[0], "pattern", first_path);
   const json* regex = pattern.is_object() ? p.find(pattern, "Regex") : nullptr;
-  if (regex == nullptr || !regex->is_string()) p.fail(split_path + ".pattern", &pattern, "expected {\"Regex\": ...}");
+  if (regex == nullptr || !regex->is_string()) p.fail(first_path + ".pattern", &pattern, "expected {\"Regex\": ...}");
   const std::string r = regex->get<std::string>();
   if (r == kLlama3Pattern) {
     out.pre_tokenizer = llm::PreTokenizerKind::Llama3;
   } else if (r == kQwen2Pattern) {
     out.pre_tokenizer = llm::PreTokenizerKind::Qwen2;
   } else {
-    p.fail(split_path + ".pattern.Regex", regex, "not one of the implemented patterns (Llama-3, Qwen2)");
+    p.fail(first_path + ".pattern.Regex", regex, "not one of the implemented patterns (Llama-3, Qwen2)");
   }
-  const json& behavior = p.require(list[0], "behavior", split_path);
-  if (behavior != "Isolated") p.fail(split_path + ".behavior", &behavior, "only Isolated is implemented");
-  p.expect_bool(list[0], "invert", false, split_path, "invert is not implemented");
-  const std::string bl_path = "pre_tokenizer.pretokenizers[1]";
+  const json& behavior = p.require(list[0], "behavior", first_path);
+  if (behavior != "Isolated") p.fail(first_path + ".behavior", &behavior, "only Isolated is implemented");
+  p.expect_bool(list[0], "invert", false, first_path, "invert is not implemented");
   if (p.type_of(list[1], bl_path) != "ByteLevel") p.fail(bl_path + ".type", &list[1]["type"], "expected ByteLevel");
   parse_byte_level_pre(p, list[1], bl_path, false);
 }
@@ -231,13 +326,16 @@ void parse_model(const Parser& p, const json& root, TokenizerData& out,
   if (type != "BPE") p.fail("model.type", &m["type"], "only BPE is implemented");
   const json* dropout = p.find(m, "dropout");
   if (dropout != nullptr && !dropout->is_null()) p.fail("model.dropout", dropout, "BPE dropout is not implemented");
-  const json* unk = p.find(m, "unk_token");
-  if (unk != nullptr && !unk->is_null()) p.fail("model.unk_token", unk, "unk_token is not implemented (byte-level BPE needs none)");
   for (const char* key : {"continuing_subword_prefix", "end_of_word_suffix"}) {
     const json* v = p.find(m, key);
     if (v != nullptr && !v->is_null() && *v != "") p.fail(std::string("model.") + key, v, "only null or \"\" is implemented");
   }
-  p.expect_bool(m, "byte_fallback", false, "model", "byte_fallback is not implemented");
+  const bool byte_level = llm::is_byte_level(out.pre_tokenizer);
+  out.byte_fallback = p.get_bool(m, "byte_fallback", false, "model");
+  if (out.byte_fallback && byte_level) {
+    p.fail("model.byte_fallback", p.find(m, "byte_fallback"), "byte fallback with a byte-level pre-tokenizer is not implemented");
+  }
+  out.fuse_unk = p.get_bool(m, "fuse_unk", false, "model");
   out.ignore_merges = p.get_bool(m, "ignore_merges", false, "model");
 
   const json& vocab = p.require(m, "vocab", "model");
@@ -256,11 +354,19 @@ void parse_model(const Parser& p, const json& root, TokenizerData& out,
   out.token_offsets.assign(1, 0);
   std::string bytes;
   for (uint32_t id = 0; id < out.model_token_count; ++id) {
-    if (!byte_level_bytes(*by_id[id], &bytes)) {
+    // Byte-level: the bytes the characters stand for. SentencePiece layouts: the string itself.
+    if (!byte_level) {
+      bytes = *by_id[id];
+    } else if (!byte_level_bytes(*by_id[id], &bytes)) {
       p.fail("model.vocab[\"" + *by_id[id] + "\"]", nullptr, "token has characters outside the byte-level alphabet");
     }
     out.token_bytes.insert(out.token_bytes.end(), bytes.begin(), bytes.end());
     out.token_offsets.push_back(static_cast<uint32_t>(out.token_bytes.size()));
+  }
+  if (const json* unk = p.find(m, "unk_token"); unk != nullptr && !unk->is_null()) {
+    auto it = unk->is_string() ? vocab_ids.find(unk->get<std::string>()) : vocab_ids.end();
+    if (it == vocab_ids.end()) p.fail("model.unk_token", unk, "not a token of model.vocab");
+    out.unk_id = static_cast<int32_t>(it->second);
   }
 
   const json& merges = p.require(m, "merges", "model");
@@ -329,12 +435,16 @@ void parse_added_tokens(const Parser& p, const json& root, TokenizerData& out,
     }
     TokenizerData::AddedToken token{id.get<uint32_t>(), content.get<std::string>(), p.get_bool(a, "special", false, path)};
     if (!ids_by_content.emplace(token.content, token.id).second) p.fail(path + ".content", &content, "listed twice");
+    // HF gives an added token whose content is in the vocabulary that token's id, whatever the
+    // file says (AddedVocabulary::add_tokens).
+    auto in_vocab = vocab_ids.find(token.content);
     if (token.id < out.model_token_count) {
-      // HF gives an added token that is already in the vocabulary that token's id.
-      auto it = vocab_ids.find(token.content);
-      if (it == vocab_ids.end() || it->second != token.id) {
+      if (in_vocab == vocab_ids.end() || in_vocab->second != token.id) {
         p.fail(path + ".id", &id, "is a model.vocab id with other content");
       }
+    } else if (in_vocab != vocab_ids.end()) {
+      p.fail(path + ".content", &content, "is model.vocab's token " + std::to_string(in_vocab->second) +
+                                              ", which HF would use instead of this id");
     } else {
       const size_t index = token.id - out.model_token_count;
       if (index >= added_bytes.size()) {
@@ -343,7 +453,11 @@ void parse_added_tokens(const Parser& p, const json& root, TokenizerData& out,
       }
       if (is_added[index]) p.fail(path + ".id", &id, "used by two added tokens");
       is_added[index] = true;
-      byte_level_bytes(token.content, &added_bytes[index]);
+      if (llm::is_byte_level(out.pre_tokenizer)) {
+        byte_level_bytes(token.content, &added_bytes[index]);
+      } else {
+        added_bytes[index] = token.content;  // the string, as the SentencePiece decoders see it
+      }
     }
     out.added_tokens.push_back(std::move(token));
   }
@@ -357,10 +471,45 @@ void parse_added_tokens(const Parser& p, const json& root, TokenizerData& out,
   }
 }
 
-void parse_decoder(const Parser& p, const json& root) {
+void parse_decoder(const Parser& p, const json& root, TokenizerData& out) {
   const json* d = p.find(root, "decoder");
-  if (d == nullptr || d->is_null()) p.fail("decoder", d, "a ByteLevel decoder is required (HF joins tokens with spaces without one)");
-  if (p.type_of(*d, "decoder") != "ByteLevel") p.fail("decoder.type", &(*d)["type"], "only ByteLevel is implemented");
+  if (d == nullptr || d->is_null()) p.fail("decoder", d, "a decoder is required (HF joins tokens with spaces without one)");
+  const std::string type = p.type_of(*d, "decoder");
+  const char* implemented = "only ByteLevel, Metaspace and Sequence[Replace(\"\u2581\", \" \"), ByteFallback, Fuse, "
+                            "Strip(\" \", n, 0) (optional)] are implemented";
+  if (type == "ByteLevel") {
+    out.decoder = llm::DecoderKind::ByteLevel;
+  } else if (type == "Metaspace") {
+    out.decoder = parse_metaspace(p, *d, "decoder") == llm::MetaspacePrepend::Never ? llm::DecoderKind::MetaspaceNever
+                                                                                     : llm::DecoderKind::Metaspace;
+  } else if (type == "Sequence") {
+    const json& list = p.require(*d, "decoders", "decoder");
+    const json byte_fallback = {{"type", "ByteFallback"}}, fuse = {{"type", "Fuse"}};
+    if (!list.is_array() || list.size() < 3 || list.size() > 4 || !is_replace(list[0], kMetaspace, " ") ||
+        list[1] != byte_fallback || list[2] != fuse) {
+      p.fail("decoder.decoders", &list, implemented);
+    }
+    out.decoder = llm::DecoderKind::ReplaceByteFallback;
+    if (list.size() == 4) {
+      const json& strip = list[3];
+      const std::string path = "decoder.decoders[3]";
+      if (p.type_of(strip, path) != "Strip") p.fail(path + ".type", &strip["type"], "expected Strip");
+      if (string_field(strip, "content") != " ") p.fail(path + ".content", p.find(strip, "content"), "only \" \" is implemented");
+      const json& start = p.require(strip, "start", path);
+      const json& stop = p.require(strip, "stop", path);
+      if (!start.is_number_unsigned() || start.get<uint64_t>() > 255) p.fail(path + ".start", &start, "expected 0 .. 255");
+      if (stop != 0) p.fail(path + ".stop", &stop, "only 0 is implemented (stripping the end of a stream)");
+      out.decoder_strip_spaces = static_cast<uint8_t>(start.get<uint64_t>());
+    }
+  } else {
+    p.fail("decoder.type", &(*d)["type"], implemented);
+  }
+  // Byte-level tokens are bytes, the others strings: each decoder reads one of the two.
+  if ((out.decoder == llm::DecoderKind::ByteLevel) != llm::is_byte_level(out.pre_tokenizer)) {
+    p.fail("decoder.type", &(*d)["type"],
+           out.decoder == llm::DecoderKind::ByteLevel ? "the ByteLevel decoder needs a byte-level pre-tokenizer"
+                                                      : "needs a pre-tokenizer that is not byte-level");
+  }
 }
 
 // A special-token field of tokenizer_config.json: a string, null, or {"content": ...}.
@@ -434,7 +583,7 @@ TokenizerData parse_tokenizer_json(const std::string& tokenizer_json, const std:
   parse_model(p, root, out, vocab_ids);
   parse_added_tokens(p, root, out, vocab_ids, ids_by_content);
   parse_post_processor(p, root, out, ids_by_content);
-  parse_decoder(p, root);
+  parse_decoder(p, root, out);
   if (out.add_bos && out.bos_id >= out.token_offsets.size() - 1) {
     p.fail("post_processor", nullptr, "the BOS id " + std::to_string(out.bos_id) + " is not a token");
   }
@@ -475,6 +624,12 @@ llm::TokenizerDesc make_tokenizer_desc(const TokenizerData& data, std::vector<ll
   desc.ignore_merges = data.ignore_merges;
   desc.add_bos = data.add_bos;
   desc.bos_id = data.bos_id;
+  desc.unk_id = data.unk_id;
+  desc.fuse_unk = data.fuse_unk;
+  desc.byte_fallback = data.byte_fallback;
+  desc.metaspace_prepend = data.metaspace_prepend;
+  desc.decoder = data.decoder;
+  desc.decoder_strip_spaces = data.decoder_strip_spaces;
   return desc;
 }
 

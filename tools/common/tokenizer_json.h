@@ -1,12 +1,16 @@
 // Reads a Hugging Face `tokenizer.json` (+ optional `tokenizer_config.json`) into TokenizerData: an
-// owning, plain copy of what runtime/llm's Tokenizer needs (byte-level BPE of the Llama-3, Qwen2 and
-// GPT-2 families), which the exporter serializes into the program and the runner can load instead.
+// owning, plain copy of what runtime/llm's Tokenizer needs (BPE in the byte-level layouts of
+// Llama-3, Qwen2, GPT-2 and SmolLM, and the SentencePiece layouts of Llama-2, Mistral and Gemma;
+// runtime/llm/README.md lists the accepted shapes), which the exporter serializes into the program
+// and the runner can load instead.
 //
 // Host code: throws TokenizerJsonError, whose message names the file, the field and the value, for
 // malformed JSON and for every tokenizer.json feature the runtime does not implement (another model
-// type, dropout, byte_fallback, unk_token, an unknown pre-tokenizer or pattern, a normalizer other
-// than NFC, added-token flags lstrip / rstrip / single_word, post-processors other than "<bos> $A",
-// decoders other than ByteLevel, truncation or padding): refusing is better than tokenizing wrongly.
+// type, dropout, byte_fallback with a byte-level pre-tokenizer, an unknown pre-tokenizer or pattern,
+// normalizers other than NFC and the SentencePiece space rewrites, added-token flags lstrip / rstrip
+// / single_word, post-processors other than "<bos> $A", decoders other than ByteLevel, Metaspace and
+// the SentencePiece Replace / ByteFallback / Fuse / Strip sequence, truncation or padding): refusing
+// is better than tokenizing wrongly.
 #pragma once
 
 #include <cstdint>
@@ -33,6 +37,8 @@ struct TokenizerData {
   std::vector<uint8_t> token_bytes;
   std::vector<uint32_t> token_offsets;
   uint32_t model_token_count = 0;          // ids below are model.vocab, the rest added tokens
+  // Token strings: byte-level layouts hold the bytes the characters stand for, the others the
+  // string (llm::TokenizerDesc::token_bytes).
   std::vector<llm::MergeRule> merges;      // rank order
   std::vector<AddedToken> added_tokens;    // in tokenizer.json order
   llm::PreTokenizerKind pre_tokenizer = llm::PreTokenizerKind::Invalid;
@@ -40,6 +46,12 @@ struct TokenizerData {
   bool ignore_merges = false;
   bool add_bos = false;                    // from the post-processor
   uint32_t bos_id = 0;
+  int32_t unk_id = -1;                     // model.unk_token's id (-1: none)
+  bool fuse_unk = false;
+  bool byte_fallback = false;
+  llm::MetaspacePrepend metaspace_prepend = llm::MetaspacePrepend::Always;  // Metaspace pre-tokenizers
+  llm::DecoderKind decoder = llm::DecoderKind::ByteLevel;
+  uint8_t decoder_strip_spaces = 0;
   // From tokenizer_config.json (empty / -1 when absent).
   std::string chat_template;
   std::string bos_token;

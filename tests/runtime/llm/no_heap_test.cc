@@ -1,7 +1,9 @@
 // No heap allocation in runtime/llm's hot paths (DESIGN §3, §6), with hooks on malloc & co. and every
 // operator new counting on all threads:
-//  - encode(), decode() and StreamDecoder: 0 while every golden string of both tokenizers is
-//    encoded, decoded and stream-decoded (buffers sized beforehand from the documented bounds);
+//  - encode(), decode() and StreamDecoder: 0 while every golden string of the seven tokenizers of
+//    tests/data/llm (byte-level and SentencePiece layouts) is encoded, decoded and stream-decoded,
+//    and every golden id list decoded and stream-decoded (buffers sized beforehand from the
+//    documented bounds);
 //    load itself takes its memory from a caller buffer, so it is counted too;
 //  - Engine::step() on an exported tiny LLM with 2 threads, with and without the `logits` output:
 //    0 over every step after the first (chunked prefill of three prompts, then decodes, finishing
@@ -127,21 +129,24 @@ TEST(TokenizerNoHeapTest, HooksCountAllocations) {
 }
 
 TEST(TokenizerNoHeapTest, LoadEncodeDecodeAndStreamAllocateNothing) {
-  for (const char* kind : {"llama3", "qwen2"}) {
+  for (const char* kind : {"llama3", "qwen2", "llama2", "mistral", "gemma", "smollm", "gpt2"}) {
     auto loaded = testing::load_tokenizer(kind);
     ASSERT_NE(loaded, nullptr);
     const TokenizerDesc desc = tools::make_tokenizer_desc(loaded->data, &loaded->added);
     std::vector<uint8_t> memory(Tokenizer::memory_bytes(desc));
     std::vector<std::string> texts;
+    std::vector<std::vector<int32_t>> id_lists;  // the golden decode cases (byte runs, specials)
     for (const nlohmann::json& c : testing::read_jsonl(testing::data_path(std::string(kind) + "/golden.jsonl"))) {
       if (c.contains("text")) texts.push_back(c["text"].get<std::string>());
+      if (c.contains("decode_ids")) id_lists.push_back(c["decode_ids"].get<std::vector<int32_t>>());
     }
-    size_t longest = 0;
+    size_t longest = 0, longest_ids = 0;
     for (const std::string& t : texts) longest = std::max(longest, t.size());
+    for (const std::vector<int32_t>& l : id_lists) longest_ids = std::max(longest_ids, l.size());
     const Tokenizer& tok = **loaded;
     std::vector<int32_t> ids(tok.max_token_count(longest));
     std::vector<uint8_t> scratch(tok.encode_scratch_bytes(longest));
-    std::vector<char> text_out(3 * tok.max_token_bytes() * ids.size() + 3);
+    std::vector<char> text_out(3 * tok.max_token_bytes() * std::max(ids.size(), longest_ids) + 3);
     std::vector<char> piece(StreamDecoder(tok).max_push_bytes());
     size_t total_ids = 0, total_bytes = 0;
 
@@ -159,6 +164,13 @@ TEST(TokenizerNoHeapTest, LoadEncodeDecodeAndStreamAllocateNothing) {
       ASSERT_TRUE(m.is_ok());
       total_bytes += m.value();
       StreamDecoder stream(tok, true);
+      for (int32_t id : got) ASSERT_TRUE(stream.push(id, Span<char>(piece.data(), piece.size())).is_ok());
+      ASSERT_TRUE(stream.flush(Span<char>(piece.data(), piece.size())).is_ok());
+    }
+    for (const std::vector<int32_t>& l : id_lists) {
+      const Span<const int32_t> got(l.data(), l.size());
+      ASSERT_TRUE(tok.decode(got, Span<char>(text_out.data(), text_out.size()), true).is_ok());
+      StreamDecoder stream(tok);
       for (int32_t id : got) ASSERT_TRUE(stream.push(id, Span<char>(piece.data(), piece.size())).is_ok());
       ASSERT_TRUE(stream.flush(Span<char>(piece.data(), piece.size())).is_ok());
     }

@@ -1,5 +1,6 @@
-// tools/common/tokenizer_json: the checked-in tokenizers parse into what the runtime needs, and every
-// feature the runtime does not implement is refused with a message naming the field and its value.
+// tools/common/tokenizer_json: the checked-in tokenizers parse into what the runtime needs (the
+// byte-level and the SentencePiece layouts), and every feature the runtime does not implement is
+// refused with a message naming the field and its value.
 #include "tools/common/tokenizer_json.h"
 
 #include <gtest/gtest.h>
@@ -67,9 +68,11 @@ void expect_refused(const char* kind, const std::function<void(json&)>& edit, st
 
 TEST(TokenizerJsonTest, RefusesWhatTheRuntimeDoesNotImplement) {
   expect_refused("llama3", [](json& j) { j["model"]["type"] = "WordPiece"; }, {"model.type", "\"WordPiece\"", "BPE"});
-  expect_refused("llama3", [](json& j) { j["model"]["byte_fallback"] = true; }, {"model.byte_fallback", "true"});
+  expect_refused("llama3", [](json& j) { j["model"]["byte_fallback"] = true; },
+                 {"model.byte_fallback", "true", "byte-level pre-tokenizer"});
   expect_refused("llama3", [](json& j) { j["model"]["dropout"] = 0.1; }, {"model.dropout", "0.1"});
-  expect_refused("llama3", [](json& j) { j["model"]["unk_token"] = "<unk>"; }, {"model.unk_token", "<unk>"});
+  expect_refused("llama3", [](json& j) { j["model"]["unk_token"] = "<unk>"; },
+                 {"model.unk_token", "<unk>", "not a token of model.vocab"});
   expect_refused("llama3", [](json& j) { j["model"]["continuing_subword_prefix"] = "##"; },
                  {"model.continuing_subword_prefix", "##"});
   expect_refused("llama3", [](json& j) { j["pre_tokenizer"]["pretokenizers"][0]["pattern"]["Regex"] = "\\s+"; },
@@ -96,8 +99,13 @@ TEST(TokenizerJsonTest, RefusesWhatTheRuntimeDoesNotImplement) {
                  {"added_tokens[2].id = 4294967295", "is beyond model.vocab and the added tokens", "ids must be dense"});
   expect_refused("llama3", [](json& j) { j["added_tokens"][2]["id"] = uint64_t{1} << 40; },
                  {"added_tokens[2].id = 1099511627776", "ids must be dense"});
-  expect_refused("llama3", [](json& j) { j["decoder"] = {{"type", "Metaspace"}}; }, {"decoder.type", "Metaspace"});
+  expect_refused("llama3", [](json& j) { j["decoder"] = {{"type", "Metaspace"}, {"replacement", "\u2581"}}; },
+                 {"decoder.type", "Metaspace", "not byte-level"});
+  expect_refused("llama3", [](json& j) { j["decoder"] = {{"type", "CTC"}}; }, {"decoder.type", "CTC"});
   expect_refused("llama3", [](json& j) { j["decoder"] = nullptr; }, {"decoder"});
+  // An added token whose content is a vocabulary token gets that token's id in HF.
+  expect_refused("llama3", [](json& j) { j["added_tokens"][2]["content"] = "a"; },
+                 {"added_tokens[2].content = \"a\"", "model.vocab's token"});
   expect_refused("llama3", [](json& j) { j["post_processor"] = {{"type", "RobertaProcessing"}}; },
                  {"post_processor.type", "RobertaProcessing"});
   expect_refused("llama3", [](json& j) {
@@ -148,6 +156,143 @@ TEST(TokenizerJsonTest, AcceptsBothMergeFormatsAndTheGpt2PreTokenizer) {
     EXPECT_EQ(strings.merges[i].right, pairs.merges[i].right);
   }
   EXPECT_EQ(pairs.pre_tokenizer, PreTokenizerKind::Gpt2);
+}
+
+TEST(TokenizerJsonTest, ParsesTheSentencePieceLayouts) {
+  const std::string meta = "\u2581";
+  const TokenizerData llama2 = tools::load_tokenizer_json(testing::data_path("llama2/tokenizer.json"),
+                                                          testing::data_path("llama2/tokenizer_config.json"));
+  EXPECT_EQ(llama2.normalizer, NormalizerKind::PrependReplace);
+  EXPECT_EQ(llama2.pre_tokenizer, PreTokenizerKind::Whole);
+  EXPECT_EQ(llama2.decoder, DecoderKind::ReplaceByteFallback);
+  EXPECT_EQ(llama2.decoder_strip_spaces, 1u);
+  EXPECT_TRUE(llama2.byte_fallback);
+  EXPECT_TRUE(llama2.fuse_unk);
+  EXPECT_EQ(llama2.unk_id, 0);
+  EXPECT_TRUE(llama2.add_bos);
+  EXPECT_EQ(llama2.bos_id, 1u);
+  EXPECT_EQ(llama2.bos_token_id, 1);  // {"__type": "AddedToken", "content": "<s>"} in tokenizer_config.json
+  EXPECT_EQ(llama2.eos_token_id, 2);
+  ASSERT_EQ(llama2.added_tokens.size(), 3u);  // <unk> <s> </s>: also vocabulary ids 0-2
+  EXPECT_EQ(llama2.model_token_count, llama2.token_offsets.size() - 1);
+  // Token strings stay strings: "<0x41>" is six bytes, "▁" three.
+  auto token = [](const TokenizerData& d, uint32_t id) {
+    return std::string(d.token_bytes.begin() + d.token_offsets[id], d.token_bytes.begin() + d.token_offsets[id + 1]);
+  };
+  EXPECT_EQ(token(llama2, 3 + 0x41), "<0x41>");
+  bool has_meta = false;
+  for (uint32_t id = 0; id < llama2.model_token_count; ++id) has_meta |= token(llama2, id) == meta;
+  EXPECT_TRUE(has_meta);
+
+  const TokenizerData mistral = tools::load_tokenizer_json(testing::data_path("mistral/tokenizer.json"));
+  EXPECT_EQ(mistral.normalizer, NormalizerKind::None);
+  EXPECT_EQ(mistral.pre_tokenizer, PreTokenizerKind::Metaspace);
+  EXPECT_EQ(mistral.metaspace_prepend, MetaspacePrepend::First);
+  EXPECT_EQ(mistral.decoder, DecoderKind::ReplaceByteFallback);
+  EXPECT_EQ(mistral.added_tokens.size(), 6u);
+
+  const TokenizerData gemma = tools::load_tokenizer_json(testing::data_path("gemma/tokenizer.json"),
+                                                         testing::data_path("gemma/tokenizer_config.json"));
+  EXPECT_EQ(gemma.normalizer, NormalizerKind::Replace);
+  EXPECT_EQ(gemma.pre_tokenizer, PreTokenizerKind::Whole);  // Split(" ") after Replace(" ", "▁"): a no-op
+  EXPECT_EQ(gemma.decoder, DecoderKind::ReplaceByteFallback);
+  EXPECT_EQ(gemma.decoder_strip_spaces, 0u);
+  EXPECT_EQ(gemma.unk_id, 3);
+  EXPECT_EQ(gemma.bos_id, 2u);
+  EXPECT_EQ(gemma.eos_token, "<eos>");
+  EXPECT_EQ(token(gemma, 7 + 9), "\t");  // GemmaConverter's "\t" in place of "<0x09>"
+}
+
+TEST(TokenizerJsonTest, ParsesTheSmolLmAndGpt2Layouts) {
+  const TokenizerData smollm = tools::load_tokenizer_json(testing::data_path("smollm/tokenizer.json"),
+                                                          testing::data_path("smollm/tokenizer_config.json"));
+  EXPECT_EQ(smollm.pre_tokenizer, PreTokenizerKind::Gpt2Digits);
+  EXPECT_EQ(smollm.decoder, DecoderKind::ByteLevel);
+  EXPECT_EQ(smollm.unk_id, -1);
+  EXPECT_FALSE(smollm.add_bos);
+  ASSERT_EQ(smollm.added_tokens.size(), 17u);
+  EXPECT_EQ(smollm.added_tokens[2].content, "<|im_end|>");
+  EXPECT_EQ(smollm.eos_token_id, 2);
+  EXPECT_NE(smollm.chat_template.find("<|im_start|>"), std::string::npos);
+  const TokenizerData gpt2 = tools::load_tokenizer_json(testing::data_path("gpt2/tokenizer.json"),
+                                                        testing::data_path("gpt2/tokenizer_config.json"));
+  EXPECT_EQ(gpt2.pre_tokenizer, PreTokenizerKind::Gpt2);
+  ASSERT_EQ(gpt2.added_tokens.size(), 1u);
+  EXPECT_EQ(gpt2.added_tokens[0].id, gpt2.model_token_count - 1);  // <|endoftext|>: in the vocabulary, normalized
+  EXPECT_EQ(gpt2.eos_token_id, static_cast<int32_t>(gpt2.model_token_count - 1));
+}
+
+TEST(TokenizerJsonTest, AcceptsTheMetaspaceSpellingsAndUnkInByteLevelLayouts) {
+  json j = json::parse(testing::read_file(testing::data_path("mistral/tokenizer.json")));
+  // tokenizers < 0.19 wrote add_prefix_space instead of prepend_scheme: true is "always", with split.
+  j["pre_tokenizer"] = {{"type", "Metaspace"}, {"replacement", "\u2581"}, {"add_prefix_space", true}};
+  j["decoder"] = {{"type", "Metaspace"}, {"replacement", "\u2581"}, {"prepend_scheme", "never"}, {"split", true}};
+  TokenizerData d = tools::parse_tokenizer_json(j.dump());
+  EXPECT_EQ(d.pre_tokenizer, PreTokenizerKind::MetaspaceSplit);
+  EXPECT_EQ(d.metaspace_prepend, MetaspacePrepend::Always);
+  EXPECT_EQ(d.decoder, DecoderKind::MetaspaceNever);
+  j["pre_tokenizer"] = nullptr;  // no pre-tokenizer and no normalizer: plain character-level BPE
+  j["decoder"]["prepend_scheme"] = "first";
+  d = tools::parse_tokenizer_json(j.dump());
+  EXPECT_EQ(d.pre_tokenizer, PreTokenizerKind::Whole);
+  EXPECT_EQ(d.decoder, DecoderKind::Metaspace);
+  // unk_token in a byte-level layout: a byte without a token becomes it.
+  json l = json::parse(testing::read_file(testing::data_path("llama3/tokenizer.json")));
+  l["model"]["unk_token"] = "!";
+  l["model"]["fuse_unk"] = true;
+  d = tools::parse_tokenizer_json(l.dump());
+  EXPECT_EQ(d.unk_id, l["model"]["vocab"]["!"].get<int32_t>());
+  EXPECT_TRUE(d.fuse_unk);
+}
+
+TEST(TokenizerJsonTest, RefusesSentencePieceShapesTheRuntimeDoesNotImplement) {
+  const json replace = {{"type", "Replace"}, {"pattern", {{"String", " "}}}, {"content", "\u2581"}};
+  const json prepend = {{"type", "Prepend"}, {"prepend", "\u2581"}};
+  // Normalizers.
+  expect_refused("llama2", [&](json& j) { j["normalizer"]["normalizers"] = {replace, prepend}; },
+                 {"normalizer.normalizers", "Prepend", "are implemented"});
+  expect_refused("llama2", [](json& j) { j["normalizer"]["normalizers"][0]["prepend"] = "_"; },
+                 {"normalizer.normalizers", "\"_\""});
+  expect_refused("gemma", [](json& j) { j["normalizer"]["pattern"] = {{"Regex", " "}}; }, {"normalizer = ", "Regex"});
+  expect_refused("gemma", [](json& j) { j["normalizer"]["content"] = "_"; }, {"normalizer = ", "\"_\""});
+  expect_refused("llama2", [](json& j) { j["normalizer"] = {{"type", "Lowercase"}}; }, {"normalizer.type", "Lowercase"});
+  // Pre-tokenizers.
+  expect_refused("mistral", [](json& j) { j["pre_tokenizer"]["replacement"] = "_"; },
+                 {"pre_tokenizer.replacement", "\"_\"", "only \"\u2581\""});
+  expect_refused("mistral", [](json& j) { j["pre_tokenizer"]["prepend_scheme"] = "sometimes"; },
+                 {"pre_tokenizer.prepend_scheme", "sometimes"});
+  expect_refused("mistral", [](json& j) { j["pre_tokenizer"].erase("prepend_scheme"); j["pre_tokenizer"]["add_prefix_space"] = false; },
+                 {"pre_tokenizer.add_prefix_space", "false", "contradicts prepend_scheme"});
+  expect_refused("mistral", [](json& j) { j["normalizer"] = {{"type", "NFC"}}; },
+                 {"normalizer", "before the Metaspace pre-tokenizer"});
+  expect_refused("gemma", [](json& j) { j["pre_tokenizer"]["behavior"] = "Isolated"; },
+                 {"pre_tokenizer = ", "Isolated", "MergedWithPrevious"});
+  expect_refused("llama3", [](json& j) {
+    j["pre_tokenizer"] = {{"type", "Split"}, {"pattern", {{"String", " "}}}, {"behavior", "MergedWithPrevious"}, {"invert", false}};
+  }, {"pre_tokenizer.type", "Split"});
+  expect_refused("smollm", [](json& j) { j["pre_tokenizer"]["pretokenizers"][0]["individual_digits"] = false; },
+                 {"pre_tokenizer.pretokenizers[0].individual_digits", "false"});
+  expect_refused("smollm", [](json& j) { j["pre_tokenizer"]["pretokenizers"][1]["use_regex"] = false; },
+                 {"pre_tokenizer.pretokenizers[1].use_regex", "GPT-2 regex"});
+  expect_refused("smollm", [](json& j) { j["pre_tokenizer"]["pretokenizers"][0]["type"] = "Punctuation"; },
+                 {"pre_tokenizer.pretokenizers[0].type", "Punctuation"});
+  // Decoders.
+  expect_refused("llama2", [](json& j) { j["decoder"]["decoders"].erase(2); }, {"decoder.decoders", "ByteFallback"});
+  expect_refused("llama2", [](json& j) { j["decoder"]["decoders"][3]["stop"] = 1; }, {"decoder.decoders[3].stop", "1"});
+  expect_refused("llama2", [](json& j) { j["decoder"]["decoders"][3]["content"] = "x"; },
+                 {"decoder.decoders[3].content", "\"x\""});
+  expect_refused("llama2", [](json& j) { j["decoder"]["decoders"][3]["start"] = 300; }, {"decoder.decoders[3].start", "300"});
+  expect_refused("llama2", [](json& j) { j["decoder"]["decoders"][3] = {{"type", "Fuse"}}; },
+                 {"decoder.decoders[3].type", "Fuse", "expected Strip"});
+  expect_refused("llama2", [](json& j) { j["decoder"] = {{"type", "ByteLevel"}}; },
+                 {"decoder.type", "ByteLevel", "byte-level pre-tokenizer"});
+  expect_refused("gpt2", [](json& j) {
+    j["decoder"] = json::parse(testing::read_file(testing::data_path("gemma/tokenizer.json")))["decoder"];
+  }, {"decoder.type", "Sequence", "not byte-level"});
+  // Model.
+  expect_refused("llama2", [](json& j) { j["model"]["unk_token"] = "<nope>"; }, {"model.unk_token", "<nope>"});
+  expect_refused("gemma", [](json& j) { j["added_tokens"][5]["normalized"] = true; },
+                 {"added_tokens[5].normalized", "after the normalizer"});
 }
 
 }  // namespace

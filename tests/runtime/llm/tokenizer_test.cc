@@ -148,6 +148,23 @@ TEST(TokenizerTest, BytesWithoutATokenAreDropped) {
   EXPECT_EQ(encode(tok.value(), "zaz", false), t.ids({"a"}));
 }
 
+TEST(TokenizerTest, BytesWithoutATokenBecomeUnkWhenThereIsOne) {
+  TinyTokenizer t;
+  t.tokens['z'] = "";
+  t.tokens['y'] = "";
+  t.merge("a", "a");
+  t.build();
+  t.desc.unk_id = '?';  // HF BPE's unk_token, in a byte-level layout
+  auto single = t.load();
+  ASSERT_TRUE(single.is_ok());
+  EXPECT_EQ(encode(single.value(), "zyaaz", false), t.ids({"?", "?", "aa", "?"}));
+  t.desc.fuse_unk = true;
+  auto fused = t.load();
+  ASSERT_TRUE(fused.is_ok());
+  EXPECT_EQ(encode(fused.value(), "zyaaz", false), t.ids({"?", "aa", "?"}));
+  EXPECT_EQ(encode(fused.value(), "z", false), t.ids({"?"}));
+}
+
 TEST(TokenizerTest, AddedTokensMatchLeftmostThenLongest) {
   TinyTokenizer t;
   t.add("<a>", true);
@@ -336,6 +353,9 @@ TEST(TokenizerErrorTest, LoadRejectsInconsistentDescriptions) {
       {"hole in the ids", [](TinyTokenizer& t) { t.desc.model_token_count -= 1; t.desc.merges = Span<const MergeRule>(t.merges.data(), 1); },
        "neither"},
       {"bos not a token", [](TinyTokenizer& t) { t.desc.add_bos = true; t.desc.bos_id = 99999; }, "bos_id"},
+      {"unk not a BPE token", [](TinyTokenizer& t) { t.desc.unk_id = static_cast<int32_t>(t.model_count); }, "unk_id"},
+      {"SentencePiece decoder", [](TinyTokenizer& t) { t.desc.decoder = DecoderKind::ReplaceByteFallback; },
+       "does not fit pre-tokenizer"},
   };
   for (const Case& c : cases) {
     TinyTokenizer t;

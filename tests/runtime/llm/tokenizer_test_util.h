@@ -56,10 +56,10 @@ struct LoadedTokenizer {
   const Tokenizer* operator->() const { return tokenizer.get(); }
 };
 
-// Loads tests/data/llm/<kind>/tokenizer.json (+ tokenizer_config.json). Fails the test on error.
-inline std::unique_ptr<LoadedTokenizer> load_tokenizer(const std::string& kind) {
+// A Tokenizer of `data`. Fails the test on error.
+inline std::unique_ptr<LoadedTokenizer> load_tokenizer(tools::TokenizerData data) {
   auto t = std::make_unique<LoadedTokenizer>();
-  t->data = tools::load_tokenizer_json(data_path(kind + "/tokenizer.json"), data_path(kind + "/tokenizer_config.json"));
+  t->data = std::move(data);
   const TokenizerDesc desc = tools::make_tokenizer_desc(t->data, &t->added);
   t->memory.resize(Tokenizer::memory_bytes(desc));
   t->allocator = std::make_unique<BumpAllocator>(Span<uint8_t>(t->memory.data(), t->memory.size()));
@@ -69,6 +69,12 @@ inline std::unique_ptr<LoadedTokenizer> load_tokenizer(const std::string& kind) 
   if (!r.is_ok()) return nullptr;
   t->tokenizer = std::make_unique<Tokenizer>(std::move(r).value());
   return t;
+}
+
+// Loads tests/data/llm/<kind>/tokenizer.json (+ tokenizer_config.json). Fails the test on error.
+inline std::unique_ptr<LoadedTokenizer> load_tokenizer(const std::string& kind) {
+  return load_tokenizer(
+      tools::load_tokenizer_json(data_path(kind + "/tokenizer.json"), data_path(kind + "/tokenizer_config.json")));
 }
 
 // encode() with buffers of the documented worst-case sizes.

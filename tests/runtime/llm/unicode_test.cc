@@ -1,4 +1,5 @@
 // UTF-8 validation and lossy repair, character classes and NFC (against HF's NFC: tests/data/llm/nfc.jsonl).
+// is_numeric_char is checked against HF's Digits in pre_tokenizer_test.cc and scripts/gen_unicode_tables.py.
 #include "runtime/llm/unicode.h"
 
 #include <gtest/gtest.h>
@@ -34,6 +35,33 @@ TEST(Utf8Test, FindsTheFirstIllFormedByte) {
       {"abc\xE4\xBD", 3},    {"\xC3", 0},            {"\xE4\xBDx", 0},      {"\xFF", 0},
   };
   for (const auto& [s, at] : bad) EXPECT_EQ(find_invalid_utf8(bytes_of(s), s.size()), at) << testing::escaped(s.substr(0, at));
+}
+
+TEST(Utf8Test, ValidatorTellsPrefixesFromIllFormedRuns) {
+  struct Case {
+    std::string bytes;
+    bool prefix;
+    bool complete;
+  };
+  const Case cases[] = {
+      {"", true, true},
+      {"a\xC3\xA9", true, true},
+      {"\xE4\xBD", true, false},       // unfinished, not ill-formed
+      {"\xF0\x9F\x98", true, false},
+      {"\xE4\xBD\xA0\x80", false, false},  // a continuation byte after a complete character
+      {"\xE0\x80", false, false},     // overlong: E0 needs A0..BF next
+      {"\xED\xA0", false, false},     // a surrogate
+      {"\xF4\x90", false, false},     // above U+10FFFF
+      {"\xC3" "a", false, false},
+      {"\xFF", false, false},
+      {"\xC3\xA9\xC1", false, false},  // C1 never starts a sequence
+  };
+  for (const Case& c : cases) {
+    Utf8Validator v;
+    for (char b : c.bytes) v.push(static_cast<uint8_t>(b));
+    EXPECT_EQ(v.is_prefix(), c.prefix) << testing::escaped(c.bytes);
+    EXPECT_EQ(v.is_complete(), c.complete) << testing::escaped(c.bytes);
+  }
 }
 
 TEST(Utf8Test, LossyRepairReplacesMaximalSubparts) {
