@@ -136,8 +136,32 @@ def cases():
         out.append(Case(f"{op.lower()}_special_pairs", op,
                         {"a": np.repeat(SPECIAL, len(SPECIAL)), "b": np.tile(SPECIAL, len(SPECIAL))}))
 
+    # Ops composed at import for the real models (onnx_ops_misc.cc, op_clip): IsNaN, LogSoftmax (every
+    # axis from opset 13, the last before), Clip with run-time bounds, GatherND with known indices.
+    out.append(Case("isnan", "IsNaN", {"x": xs}, out_type=TP.BOOL))
+    for axis in (-1, 0, 1):
+        out.append(Case(f"log_softmax_axis{axis}", "LogSoftmax", {"x": x * 10}, {"axis": axis}))
+    out.append(Case("log_softmax_opset11", "LogSoftmax", {"x": x}, {"axis": 2}, opset=11))
+    wide = x * 40
+    wide[0, 0, :] = np.float32([-INF, 0.0, 100.0, -100.0])
+    out.append(Case("log_softmax_extremes", "LogSoftmax", {"x": wide}))
+    # (No NaN in x here: reduce_max's NaN rule differs from onnxruntime's, kernels/reference/README.md.)
+    out.append(Case("clip_runtime_min", None, {"x": x * 40}, nodes=[
+        helper.make_node("ReduceMax", ["x"], ["m"], keepdims=0), helper.make_node("Sub", ["m", "d"], ["lo"]),
+        helper.make_node("Clip", ["x", "lo"], ["y"])], init={"d": np.float32(80.0)}))
+    out.append(Case("clip_runtime_both", None, {"x": x, "lo": np.array(-1.0, np.float32), "hi": np.array(0.5, np.float32)},
+                    nodes=[helper.make_node("Clip", ["x", "lo", "hi"], ["y"])]))
+    out.append(Case("clip_runtime_max_const_min", None, {"x": x, "hi": np.array(0.25, np.float32)}, init={"lo": np.float32(-0.5)},
+                    nodes=[helper.make_node("Clip", ["x", "lo", "hi"], ["y"])]))
+    out.append(Case("gather_nd_rows", "GatherND", {"x": x}, init={"i": np.int64([[1, 2], [0, -1], [1, 0]])}))
+    out.append(Case("gather_nd_elements", "GatherND", {"x": x}, init={"i": np.int64([[[0, 1, 3]], [[1, 2, 0]]])}))
+
     # Refusals: the export fails naming the node and the reason.
     err = []
+    err.append(Case("err_gather_nd_oob", "GatherND", {"x": x}, init={"i": np.int64([[2, 0]])},
+                    expect_error="index 2 at position 0 is outside [-2, 2) (data dim 0)"))
+    err.append(Case("err_gather_nd_runtime", "GatherND", {"x": x, "i": np.int64([[1, 0]])},
+                    expect_error="must be known at export"))
     err.append(Case("err_log_int", "Log", {"x": i32}, expect_error="has dtype i32, which Ember's Log does not support"))
     err.append(Case("err_leaky_attr", "LeakyRelu", {"x": x}, {"beta": 1.0},
                     expect_error="attribute 'beta' is not supported"))

@@ -374,6 +374,9 @@ class Importer {
   void op_einsum(NodeContext& ctx);
   void op_quantized(NodeContext& ctx);
   void op_if(NodeContext& ctx);
+  void op_isnan(NodeContext& ctx);
+  void op_log_softmax(NodeContext& ctx);
+  void op_gather_nd(NodeContext& ctx);
   void count_subgraph_readers();
   // [issue 17: elementwise ops]
   void op_activation(NodeContext& ctx);

@@ -367,8 +367,35 @@ void Importer::op_clip(NodeContext& ctx) {
   // which Relu would not give; only an explicit +inf max makes Clip(min=0) a Relu.
   const double inf = std::numeric_limits<double>::infinity();
   const double flt_max = std::numeric_limits<float>::max();
+  int x = value_of(ctx, 0);
+  // A bound computed at run time (openWakeWord's melspectrogram clips at max(x) - 80 dB) becomes
+  // max(x, lo) / min(x, hi): the same values, NaN kept, as Clip's definition min(max(x, lo), hi).
+  const bool lo_runtime = ctx.has_input(1) && constant_of(ctx, 1) == nullptr;
+  const bool hi_runtime = ctx.has_input(2) && constant_of(ctx, 2) == nullptr;
+  if (lo_runtime || hi_runtime) {
+    for (size_t i = 1; i <= 2; ++i) {
+      if (ctx.has_input(i) && dtype_of(ctx, i) != ScalarType::F32) ctx.fail("bound " + std::to_string(i) + " is not f32");
+    }
+    if (lo_runtime) {
+      x = emit1(ctx, OpCode::Max, {x, value_of(ctx, 1)}, OpAttrs{}, ctx.output(0) + (hi_runtime || ctx.has_input(2) ? "/lo" : ""), "lo");
+    } else if (ctx.has_input(1)) {
+      OpAttrs a;
+      a.clip_min = static_cast<float>(scalar_of(ctx, 1, -flt_max, "min"));
+      a.clip_max = static_cast<float>(inf);
+      x = emit1(ctx, OpCode::Clip, {x}, a, ctx.output(0) + "/lo", "lo");
+    }
+    if (hi_runtime) {
+      x = emit1(ctx, OpCode::Min, {x, value_of(ctx, 2)}, OpAttrs{}, ctx.output(0), "hi");
+    } else if (ctx.has_input(2)) {
+      OpAttrs a;
+      a.clip_min = static_cast<float>(-inf);
+      a.clip_max = static_cast<float>(scalar_of(ctx, 2, flt_max, "max"));
+      x = emit1(ctx, OpCode::Clip, {x}, a, ctx.output(0), "hi");
+    }
+    define_value(ctx, 0, x);
+    return;
+  }
   const double lo = scalar_of(ctx, 1, -flt_max, "min"), hi = scalar_of(ctx, 2, flt_max, "max");
-  const int x = value_of(ctx, 0);
   if (lo == 0.0 && hi == inf) {
     define_value(ctx, 0, emit1(ctx, OpCode::Relu, {x}, OpAttrs{}, ctx.output(0)));
     return;
