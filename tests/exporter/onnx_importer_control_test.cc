@@ -95,12 +95,63 @@ OnnxModel flag_model() {
   return m;
 }
 
-TEST(OnnxControlFlowTest, RunTimeConditionIsRefusedWithTheWayOut) {
+// A condition computed at run time: both branches run and a where selects each output, so both
+// flag values give the taken branch's values exactly.
+TEST(OnnxControlFlowTest, RunTimeConditionSelectsBetweenBothBranches) {
   OnnxModel m = flag_model();
+  const OnnxImport r = import_with(m, {});
+  EXPECT_EQ(r.stats.selected_ifs, 1);
+  EXPECT_EQ(r.stats.folded_ifs, 0);
+  ASSERT_EQ(r.graph.inputs.size(), 2u);
+  EXPECT_EQ(count_ops(r.graph, OpCode::Where), 1);
+  EXPECT_EQ(count_ops(r.graph, OpCode::Relu), 1);
+  EXPECT_EQ(count_ops(r.graph, OpCode::Neg), 1);
+  for (const int64_t flag : {1, 0, 7}) {
+    HostTensor f;
+    f.dtype = ScalarType::I64;
+    f.bytes.resize(8);
+    std::memcpy(f.bytes.data(), &flag, 8);
+    const std::vector<float> y = run1(r.graph, {f32({-2.0f, 0.5f, 3.0f}), f});
+    const std::vector<float> want = flag == 1 ? std::vector<float>{0.0f, 0.5f, 3.0f}
+                                              : std::vector<float>{12.0f, 9.5f, 7.0f};
+    EXPECT_EQ(y, want) << "flag " << flag;
+  }
+}
+
+// Branches whose outputs differ in dims cannot be selected element by element.
+TEST(OnnxControlFlowTest, RunTimeConditionNeedsBranchesOfTheSameShape) {
+  OnnxModel m(16);
+  m.input("x", kFloat, {"3"});
+  m.input("c", onnx::TensorProto::BOOL, {});
+  onnx::NodeProto& n = m.node("If", {"c"}, {"y"}, "if_shapes");
+  for (const char* which : {"then_branch", "else_branch"}) {
+    auto* a = n.add_attribute();
+    a->set_name(which);
+    a->set_type(onnx::AttributeProto::GRAPH);
+    const std::string out = std::string(which) + "_out";
+    if (std::string(which) == "then_branch") {
+      auto* id = a->mutable_g()->add_node();
+      id->set_op_type("Identity");
+      id->add_input("x");
+      id->add_output(out);
+    } else {
+      onnx::TensorProto* t = a->mutable_g()->add_initializer();
+      t->set_name("two");
+      t->set_data_type(onnx::TensorProto::FLOAT);
+      t->add_dims(2);
+      t->add_float_data(1.0f);
+      t->add_float_data(2.0f);
+      auto* id = a->mutable_g()->add_node();
+      id->set_op_type("Relu");
+      id->add_input("two");
+      id->add_output(out);
+    }
+    a->mutable_g()->add_output()->set_name(out);
+  }
+  m.output("y");
   EXPECT_EQ(import_error(m),
-            "onnx: If node 'if0' (opset 16): the condition 'cond' is computed at run time; Ember takes an If only "
-            "when its condition is known at export (if it depends on an input that is fixed in practice, bind it "
-            "with --input-value NAME=VALUE)");
+            "onnx: If node 'if_shapes' (opset 16): output 0: the branches' dims differ at dim 0 (a run-time If "
+            "needs the same dims)");
 }
 
 TEST(OnnxControlFlowTest, InputValueTakesTheBranchAtExport) {

@@ -374,6 +374,8 @@ class Importer {
   void op_einsum(NodeContext& ctx);
   void op_quantized(NodeContext& ctx);
   void op_if(NodeContext& ctx);
+  std::vector<std::string> import_branch(NodeContext& ctx, const onnx::GraphProto& branch, const std::string& which);
+  void select_branches(NodeContext& ctx, const onnx::AttributeProto& then_attr, const onnx::AttributeProto& else_attr);
   void op_isnan(NodeContext& ctx);
   void op_log_softmax(NodeContext& ctx);
   void op_gather_nd(NodeContext& ctx);

@@ -1000,9 +1000,10 @@ std::string format_import_summary(const OnnxImportStats& s) {
   char buf[256];
   std::snprintf(buf, sizeof(buf),
                 "import: %d BatchNorm folded, %d Identity/Dropout removed, %d nodes evaluated at export, "
-                "%d functions inlined, %d Ifs taken at export, %d inputs bound; initializers %llu bytes (%d external); "
-                "%.1f ms\n",
+                "%d functions inlined, %d Ifs taken at export, %d Ifs selected at run time, %d inputs bound; "
+                "initializers %llu bytes (%d external); %.1f ms\n",
                 s.folded_batch_norms, s.removed_identity, s.evaluated_at_export, s.inlined_functions, s.folded_ifs,
+                s.selected_ifs,
                 s.bound_inputs,
                 static_cast<unsigned long long>(s.initializer_bytes), s.external_tensors, s.seconds * 1e3);
   return out + buf;

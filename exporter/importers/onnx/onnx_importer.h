@@ -67,8 +67,9 @@ struct OnnxImportStats {
   int folded_batch_norms = 0;
   int evaluated_at_export = 0;     // nodes computed at export (constants and shape values)
   int inlined_functions = 0;
-  int folded_ifs = 0;
-  int bound_inputs = 0;            // --input-value              // If nodes replaced by the branch their known condition takes
+  int folded_ifs = 0;              // If nodes replaced by the branch their known condition takes
+  int selected_ifs = 0;            // If nodes on a run-time condition: both branches + where
+  int bound_inputs = 0;            // --input-value
   uint64_t initializer_bytes = 0;
   int external_tensors = 0;
   double seconds = 0;

@@ -1,6 +1,7 @@
 // Control flow (issue 17): an If whose condition is known at export is replaced by the nodes of the
-// branch it takes. Ember's program has a JumpIfFalse instruction, but the exporter's IR, partitioner
-// and planner are straight-line; a run-time If is refused with what it depends on.
+// branch it takes; one whose condition is computed at run time runs both branches and selects each
+// output with where (the exporter's IR, partitioner and planner are straight-line; the program's
+// JumpIfFalse would skip the untaken branch, which a later change can use). Loop is not supported.
 #include "exporter/importers/onnx/importer_internal.h"
 #include "exporter/passes/weight_check.h"
 
@@ -34,29 +35,10 @@ void Importer::count_subgraph_readers() {
   for (const FlatNode& n : nodes_) count_subgraph_inputs(n.proto, use_count_, 0);
 }
 
-void Importer::op_if(NodeContext& ctx) {
-  const onnx::AttributeProto* then_attr = ctx.find("then_branch");
-  const onnx::AttributeProto* else_attr = ctx.find("else_branch");
-  if (then_attr == nullptr || else_attr == nullptr || !then_attr->has_g() || !else_attr->has_g()) {
-    ctx.fail("needs then_branch and else_branch graphs");
-  }
-  bool cond = false;
-  const HostTensor* c = constant_of(ctx, 0);
-  if (c == nullptr) {
-    const Known* k = known_of(ctx, 0);
-    if (k != nullptr && k->numel() == 1 && !k->elems[0].is_constant()) {
-      ctx.fail("the condition '" + ctx.input(0) + "' = " + fmt(k->elems) +
-               " depends on a run-time size; Ember takes an If only when its condition is known at export "
-               "(give that dim a fixed size with --input-shape)");
-    }
-    ctx.fail("the condition '" + ctx.input(0) +
-             "' is computed at run time; Ember takes an If only when its condition is known at export "
-             "(if it depends on an input that is fixed in practice, bind it with --input-value NAME=VALUE)");
-  }
-  if (c->numel() != 1) ctx.fail("the condition has " + std::to_string(c->numel()) + " elements (expected 1)");
-  cond = c->dtype == ScalarType::Bool || is_integer_dtype(c->dtype) ? read_int(*c, 0) != 0 : read_float(*c, 0) != 0.0;
-  const onnx::GraphProto& branch = cond ? then_attr->g() : else_attr->g();
-  const std::string which = cond ? "then_branch" : "else_branch";
+// The nodes of one branch, converted as the graph's own (functions inlined; a failure is listed and
+// its readers skipped, as for top-level nodes); returns the names of its outputs, all defined.
+std::vector<std::string> Importer::import_branch(NodeContext& ctx, const onnx::GraphProto& branch,
+                                                 const std::string& which) {
   if (static_cast<size_t>(branch.output_size()) != ctx.output_count()) {
     ctx.fail(which + " has " + std::to_string(branch.output_size()) + " outputs for the node's " +
              std::to_string(ctx.output_count()));
@@ -74,23 +56,83 @@ void Importer::op_if(NodeContext& ctx) {
     stats_.initializer_bytes += t->bytes.size();
     env_[init.name()] = std::make_shared<Entry>(Entry{-1, std::move(t), nullptr});
   }
-  ++stats_.folded_ifs;
-  // The branch's nodes, converted as the graph's own (functions inlined; a failure is listed and its
-  // readers skipped, as for top-level nodes).
   std::vector<FlatNode> flat;
   for (const auto& node : branch.node()) inline_node(node, ctx.opset(), "", 0, flat);
   const size_t failures_before = failures_.size();
   for (size_t i = 0; i < flat.size(); ++i) convert_or_record(flat[i], nodes_.size() + (++branch_nodes_));
-  for (size_t o = 0; o < ctx.output_count(); ++o) {
-    const std::string& inner = branch.output(static_cast<int>(o)).name();
-    if (!ctx.has_output(o)) continue;
+  std::vector<std::string> outs;
+  for (int o = 0; o < branch.output_size(); ++o) {
+    const std::string& inner = branch.output(o).name();
     if (poisoned_.count(inner) || failures_.size() > failures_before) {
       throw AlreadyReported(ctx.where() + ": " + which + " could not be imported");
     }
-    auto it = env_.find(inner);
-    if (it == env_.end()) ctx.fail(which + " output '" + inner + "' is not produced by any node of the branch");
+    if (!env_.count(inner)) ctx.fail(which + " output '" + inner + "' is not produced by any node of the branch");
+    outs.push_back(inner);
+  }
+  return outs;
+}
+
+// A condition computed at run time: both branches are imported and each output is
+// where(cond, then, else). The branches are pure, so the selected values are exactly the taken
+// branch's; the cost is running both (openWakeWord's hey_jarvis: a small verifier MLP). The two
+// outputs must have the same dtype and dims; a branch that fails at run time (an input check)
+// fails the run even when it is not the one taken.
+void Importer::select_branches(NodeContext& ctx, const onnx::AttributeProto& then_attr,
+                               const onnx::AttributeProto& else_attr) {
+  const ScalarType cdt = dtype_of(ctx, 0);
+  if (cdt != ScalarType::Bool) ctx.fail("the run-time condition has dtype " + std::string(to_string(cdt)) + " (expected bool)");
+  uint64_t cn = 1;
+  for (const SymInt& d : dims_of(ctx, 0)) cn *= d.is_constant() ? static_cast<uint64_t>(d.c) : 2;
+  if (cn != 1) ctx.fail("the run-time condition must hold one element");
+  const int cond = value_of(ctx, 0);
+  const std::vector<std::string> t = import_branch(ctx, then_attr.g(), "then_branch");
+  const std::vector<std::string> e = import_branch(ctx, else_attr.g(), "else_branch");
+  for (size_t o = 0; o < ctx.output_count(); ++o) {
+    if (!ctx.has_output(o)) continue;
+    const int a = materialize(*env_.at(t[o]), t[o]), b = materialize(*env_.at(e[o]), e[o]);
+    if (value(a).dtype != value(b).dtype || value(a).dims.size() != value(b).dims.size()) {
+      ctx.fail("output " + std::to_string(o) + ": the branches give " + to_string(value(a).dtype) + " rank " +
+               std::to_string(value(a).dims.size()) + " and " + to_string(value(b).dtype) + " rank " +
+               std::to_string(value(b).dims.size()) + " (a run-time If needs the same dtype and dims)");
+    }
+    for (size_t d = 0; d < value(a).dims.size(); ++d) {
+      if (value(a).dims[d].max != value(b).dims[d].max || value(a).dims[d].sym != value(b).dims[d].sym) {
+        ctx.fail("output " + std::to_string(o) + ": the branches' dims differ at dim " + std::to_string(d) +
+                 " (a run-time If needs the same dims)");
+      }
+    }
+    define_value(ctx, o, emit1(ctx, OpCode::Where, {cond, a, b}, OpAttrs{}, ctx.output(o), "select"));
+  }
+  ++stats_.selected_ifs;
+}
+
+void Importer::op_if(NodeContext& ctx) {
+  const onnx::AttributeProto* then_attr = ctx.find("then_branch");
+  const onnx::AttributeProto* else_attr = ctx.find("else_branch");
+  if (then_attr == nullptr || else_attr == nullptr || !then_attr->has_g() || !else_attr->has_g()) {
+    ctx.fail("needs then_branch and else_branch graphs");
+  }
+  bool cond = false;
+  const HostTensor* c = constant_of(ctx, 0);
+  if (c == nullptr) {
+    const Known* k = known_of(ctx, 0);
+    if (k != nullptr && k->numel() == 1 && !k->elems[0].is_constant()) {
+      ctx.fail("the condition '" + ctx.input(0) + "' = " + fmt(k->elems) +
+               " depends on a run-time size; Ember takes an If only when its condition is known at export "
+               "(give that dim a fixed size with --input-shape)");
+    }
+    select_branches(ctx, *then_attr, *else_attr);
+    return;
+  }
+  if (c->numel() != 1) ctx.fail("the condition has " + std::to_string(c->numel()) + " elements (expected 1)");
+  cond = c->dtype == ScalarType::Bool || is_integer_dtype(c->dtype) ? read_int(*c, 0) != 0 : read_float(*c, 0) != 0.0;
+  const onnx::GraphProto& branch = cond ? then_attr->g() : else_attr->g();
+  const std::vector<std::string> outs = import_branch(ctx, branch, cond ? "then_branch" : "else_branch");
+  ++stats_.folded_ifs;
+  for (size_t o = 0; o < ctx.output_count(); ++o) {
+    if (!ctx.has_output(o)) continue;
     if (env_.count(ctx.output(o))) ctx.fail("output '" + ctx.output(o) + "' is already defined (SSA violated)");
-    env_[ctx.output(o)] = it->second;
+    env_[ctx.output(o)] = env_.at(outs[o]);
   }
 }
 
