@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # bench/cpu_models.py on the lent GPU machine's CPU (16-core Xeon; onnxruntime 1.30 and PyTorch
-# 2.11 there), with Ember's binaries built here (its Ubuntu lacks Debian's libraries, so they travel;
-# ../shared/notes/gpu_machine.md):
+# 2.11 there), with Ember's binaries built here (its Ubuntu lacks Debian's libraries, so they travel
+# with the shared libraries it lacks):
 #
 #   bench/cpu_remote.sh pack [BUILD_DIR]   here: runner, exporter, the capability manifest and the
 #                                          shared libraries Ubuntu lacks into build/gpu-cpu/ (ignored

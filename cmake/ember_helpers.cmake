@@ -1,5 +1,5 @@
 # ember_add_runtime_library(name SOURCES ... DEPS ...): one target per runtime folder, compiled with
-# the runtime flags; `DEPS` are the folders it may depend on (DESIGN §1), so the link graph is the DAG.
+# the runtime flags; `DEPS` are the folders it may depend on (docs/DESIGN.md §1), so the link graph is the DAG.
 function(ember_add_runtime_library name)
   cmake_parse_arguments(ARG "" "" "SOURCES;DEPS;PRIVATE_DEPS" ${ARGN})
   add_library(ember_${name} STATIC ${ARG_SOURCES})

@@ -1,4 +1,4 @@
-# The app-facing archives (DESIGN §1): libruntime.a = platform + core + program + kernel + backend +
+# The app-facing archives (docs/DESIGN.md §1): libruntime.a = platform + core + program + kernel + backend +
 # interpreter + executor + kernels; libruntime_llm.a; one libruntime_<backend>.a per backend. Built from the per-folder targets'
 # objects, so the folder DAG stays the link graph inside the project. Installed with headers, a
 # CMake package (ember::runtime, ember::runtime_null) and pkg-config files naming each archive's

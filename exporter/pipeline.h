@@ -1,4 +1,4 @@
-// The exporter pipeline (DESIGN §5): passes (batch-norm folding, constant folding, conv clamp fusion,
+// The exporter pipeline (docs/DESIGN.md §5): passes (batch-norm folding, constant folding, conv clamp fusion,
 // dead code, GELU fusion, quantization) -> partition -> plan -> serialize, on an imported Graph.
 // Layout: activations stay logical NCHW (contiguous); channels-last is a backend concern (a delegate
 // converts inside its payload), so there is no layout pass. Host-only; throws ExportError.
@@ -31,7 +31,7 @@ struct ExportOptions {
   // program with its unfused twin (the tests do).
   bool fuse_gelu = true;
   bool strip_debug = false;
-  std::string method_name = "forward";  // "step" for LLM programs (DESIGN §6)
+  std::string method_name = "forward";  // "step" for LLM programs (docs/DESIGN.md §6)
   std::optional<QuantizeOptions> quantize;  // after folding, before partitioning
   // LLM programs: the tokenizer and facts to embed (SerializeOptions::llm). Borrowed for the call.
   const LlmProgramInfo* llm = nullptr;

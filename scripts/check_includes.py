@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Include lint: every #include "..." of a project header must follow the dependency DAG of
-DESIGN.md §1 (folder -> folders it may include). Exits 1 listing each crossing include."""
+docs/DESIGN.md §1 (folder -> folders it may include). Exits 1 listing each crossing include."""
 import pathlib
 import re
 import sys
@@ -25,7 +25,7 @@ ALLOWED = {
     "kernels/cpu": RUNTIME_BASE + ["runtime/program", "runtime/kernel", "kernels/cpu", "schema"],
     "kernels": RUNTIME_BASE + ["runtime/program", "runtime/kernel", "kernels", "schema"],
     # backends/<name>: interfaces, views, kernels; never the executor or another backend (added below).
-    # tools/common: the tokenizer.json reader, whose TokenizerData the exporter embeds (DESIGN §6).
+    # tools/common: the tokenizer.json reader, whose TokenizerData the exporter embeds (docs/DESIGN.md §6).
     "exporter": RUNTIME_BASE + ["runtime/program", "runtime/kernel", "kernels/reference", "exporter", "schema",
                                 "tools/common"],
 }

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # GPU tests and benchmarks, in two halves (the GPU machine builds nothing: its OS lacks Ember's
-# Debian libraries; ../shared/notes/gpu_machine.md):
+# Debian libraries, so binaries built here travel with the shared libraries it lacks):
 #
 #   scripts/test_gpu.sh pack [BUILD_DIR]   here (Debian 12, CUDA toolkit): copies every ctest test
 #                                          labelled `gpu`, runner, exporter, the shared libraries the

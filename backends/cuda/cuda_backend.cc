@@ -735,7 +735,7 @@ class CudaBackend final : public Backend {
                       static_cast<long long>(t), static_cast<long long>(s));
   }
 
-  // Copies the live inputs into pinned staging laid out at the bucket's shapes, with DESIGN §6's
+  // Copies the live inputs into pinned staging laid out at the bucket's shapes, with docs/DESIGN.md §6's
   // padding in the rows beyond the live ones.
   static void stage_step_inputs(DelegateHandle& h, Span<const TensorView> inputs, uint32_t bucket) {
     for (uint32_t i = 0; i < h.input_count; ++i) {

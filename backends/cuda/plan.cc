@@ -177,7 +177,7 @@ Status plan_buckets(const GraphView& graph, Span<const CompileSpec> specs, Bucke
     b->count = 1;  // one graph at the static shapes
     return Status::ok();
   }
-  // An LLM step: every input is one of DESIGN §6's, T from token_ids, S from context_lens.
+  // An LLM step: every input is one of docs/DESIGN.md §6's, T from token_ids, S from context_lens.
   bool all_known = graph.input_count() > 0;
   for (uint32_t i = 0; i < graph.input_count(); ++i) {
     const fb::NamedValue* in = g.inputs()->Get(i);

@@ -23,7 +23,7 @@ inline uint64_t align_up(uint64_t n, uint64_t a = kAlign) { return (n + a - 1) /
 // The CUDA kernels' registry (ops/register.cc), built once.
 const KernelRegistry& registry();
 
-// ---- The LLM step's inputs (DESIGN §6): how a bucket pads them. ---------------------------------
+// ---- The LLM step's inputs (docs/DESIGN.md §6): how a bucket pads them. ---------------------------------
 
 enum class Pad : uint8_t {
   None,        // not an LLM step input: the graph is not bucketed

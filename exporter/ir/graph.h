@@ -40,7 +40,7 @@ struct Symbol {
 
 using ConstantBytes = std::shared_ptr<const std::vector<uint8_t>>;
 
-// A quantized constant (DESIGN §4; runtime/core/quant.h): the value's `data` holds the codes, and
+// A quantized constant (docs/DESIGN.md §4; runtime/core/quant.h): the value's `data` holds the codes, and
 // its scales travel with it. The serializer writes the scale (and the global scale) as constants of
 // their own, referenced by the file's QuantInfo, so no pass has to keep value ids of scales in step.
 struct QuantParams {
@@ -59,7 +59,7 @@ struct Value {
   ConstantBytes data;  // set for constants (exactly nbytes_max() bytes); shared, never copied
   int producer = -1;   // index of the node that writes it; -1 for graph inputs and constants
   std::shared_ptr<const QuantParams> quant;  // set only for quantized constants
-  // Non-empty: program state (DESIGN §2) bound by this name, e.g. a layer's KV cache. It has no
+  // Non-empty: program state (docs/DESIGN.md §2) bound by this name, e.g. a layer's KV cache. It has no
   // producer and no planned storage; the runtime allocates it once per Program with its symbolic
   // dims (num_blocks) at their load-time values; ops named by OpInfo::state_inputs write it.
   std::string state;

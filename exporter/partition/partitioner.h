@@ -4,7 +4,7 @@
 // instruction list (one step per kernel node or delegate).
 //
 // Program state (Value::is_state(), a KV cache) read or written in place by a delegated run belongs
-// to the delegate (DESIGN §7: a delegate whose graph names State claims it and keeps it in its own
+// to the delegate (docs/DESIGN.md §7: a delegate whose graph names State claims it and keeps it in its own
 // memory): it is listed in DelegateGraph::states, never passed as a delegate input or output, and
 // the payload names it by its StateStorage name.
 #pragma once

@@ -1,4 +1,4 @@
-// The quantization pass (DESIGN §4-5): replaces the f32 weights of `linear` nodes by quantized
+// The quantization pass (docs/DESIGN.md §4-5): replaces the f32 weights of `linear` nodes by quantized
 // constants (codes + scales, runtime/core/quant.h), selectively, and reports per layer how much
 // signal survives. Weights are quantized by kernels/reference/quantize.h, so the file holds exactly
 // what the reference quantizers produce (tests/exporter/quantize_test checks it against numpy).

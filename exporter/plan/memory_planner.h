@@ -1,4 +1,4 @@
-// Memory planning (DESIGN §5): lifetime intervals over the Method's instructions, greedy by size
+// Memory planning (docs/DESIGN.md §5): lifetime intervals over the Method's instructions, greedy by size
 // (largest first, lowest offset that collides with no already-placed value live at the same time),
 // 64-byte alignment and a 64-byte tail pad per tensor, upper-bound (max) shapes.
 //

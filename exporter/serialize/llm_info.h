@@ -1,4 +1,4 @@
-// The LLM facts an exported program carries (schema/program.fbs `LlmInfo`, DESIGN §6): the `step`
+// The LLM facts an exported program carries (schema/program.fbs `LlmInfo`, docs/DESIGN.md §6): the `step`
 // method's sizes, the KV cache layout, EOS / BOS ids, generation_config.json's defaults and the
 // tokenizer (tools/common/tokenizer_json's TokenizerData) with its chat template. The serializer
 // writes them when SerializeOptions::llm is set; runtime/llm/program_info.h reads them back.

@@ -10,7 +10,7 @@
 // target and calls go through Highway's dispatch table (libhwy picks the best supported target).
 // EMBER_HWY_DISPATCH=static (CMake defines EMBER_HWY_STATIC_DISPATCH=1 and HWY_COMPILE_ONLY_STATIC):
 // only the target implied by the compiler flags is compiled and called directly; no foreach_target,
-// no dispatch table, no libhwy symbol needed. Note (notes/environment.md §2.3): with GCC 12 the static
+// no dispatch table, no libhwy symbol needed. Note (docs/DESIGN.md §9): with GCC 12 the static
 // target is SCALAR unless flags such as -march=native or -march=x86-64-v3 -maes -mpclmul are given.
 //
 // No include guard on purpose for the foreach_target part; the macros are guarded.

@@ -72,7 +72,7 @@ EMBER_REFERENCE_KERNEL(pad);
 EMBER_REFERENCE_KERNEL(equal);
 EMBER_REFERENCE_KERNEL(cast);
 
-// LLM ops (llm.cc, sample.cc; DESIGN §4, §6). Shapes and data were checked by the op's shape
+// LLM ops (llm.cc, sample.cc; docs/DESIGN.md §4, §6). Shapes and data were checked by the op's shape
 // function and input check (runtime/kernel/op_info_llm.cc); called without the check, a bad id or
 // position gives a zero row / NaN row rather than an out-of-bounds access.
 // rms_norm(x [.., H], weight [H]), NormAttrs over the last dim, HF LlamaRMSNorm in f32:

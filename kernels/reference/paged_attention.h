@@ -1,4 +1,4 @@
-// Reference paged attention (DESIGN §6): one step of an LLM layer's attention over a block-pool KV
+// Reference paged attention (docs/DESIGN.md §6): one step of an LLM layer's attention over a block-pool KV
 // cache, for any mix of prefill chunks and decode tokens. It defines the semantics that the fast
 // kernel (kernels/cpu/paged_attention.h) is tested against; a plain function, not a registered
 // kernel (an op wraps it).

@@ -2,7 +2,7 @@
 // blocks run along k): FP8 E4M3 with f32 scales (per tensor, per channel, 128x128 blocks or any
 // block shape), MXFP8 and NVFP4. They define the numerics every other implementation (the
 // exporter, CPU and GPU kernels) is tested against; the formats and their element codecs are in
-// runtime/core/float_codecs.h, the rules in DESIGN §4. Checked bit for bit against numpy golden data
+// runtime/core/float_codecs.h, the rules in docs/DESIGN.md §4. Checked bit for bit against numpy golden data
 // (tests/kernels/reference/make_quant_golden.py).
 //
 // Scales are decode multipliers: x ≈ decode(code) * scale. Scale arrays are row-major,
@@ -63,8 +63,8 @@ Status dequantize_mxfp8(const uint8_t* codes, int64_t n, int64_t k, const uint8_
 // ---- NVFP4: E2M1 data (two per byte), UE4M3 scale per 16 along k, f32 global scale --------------------
 // Reproduces the two-level path of torchao v0.18.0's `nvfp4_quantize` (torchao/prototype/
 // mx_formats/nvfp4_tensor.py), whose reciprocal arithmetic dates from commit 5c0c81487 (v0.17.0;
-// v0.18.0's a302c10bb changed only the single-level path), as notes/gpu_quant_attention.md §2.6
-// describes it, with the per-tensor scale of `per_tensor_amax_to_scale`:
+// v0.18.0's a302c10bb changed only the single-level path), with the per-tensor scale of
+// `per_tensor_amax_to_scale`:
 //   g = amax / 2688 (= 448 * 6), the f32 global decode scale; g = 1 when amax = 0, and g is raised
 //       to 2^-121 when smaller (only for amax < ~1e-33; torchao does not guard this: its 1 / g
 //       overflows there and the codes become NaN), so that (1 / g) / s8 below stays finite;

@@ -1,4 +1,4 @@
-// Backend interface (DESIGN §3, §7; the guide for authors is runtime/backend/README.md). A backend
+// Backend interface (docs/DESIGN.md §3, §7; the guide for authors is runtime/backend/README.md). A backend
 // runs delegated subgraphs. It holds no per-method state itself: everything a delegate needs lives
 // behind its DelegateHandle (init() .. destroy(), exactly once per successful init; a failed init
 // cleans up after itself), and every program state it owns behind a StateBuffer (create_state() ..
@@ -128,7 +128,7 @@ struct OpaquePayload {
   uint32_t format_version = 0;
 };
 
-// A program state (DESIGN §2: "declared on the Program, bound by name, shared by every method that
+// A program state (docs/DESIGN.md §2: "declared on the Program, bound by name, shared by every method that
 // names it"), its dims resolved with the load-time symbol values.
 struct StateSpec {
   const char* name = "";  // points into the program

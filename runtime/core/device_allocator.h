@@ -1,4 +1,4 @@
-// DeviceAllocator: where load-time memory comes from when the app wants a say (DESIGN §3, §7): the
+// DeviceAllocator: where load-time memory comes from when the app wants a say (docs/DESIGN.md §3, §7): the
 // host memory of program state (the KV cache of a portable LLM), the pinned host memory of IO
 // arenas, and the device memory of backends. TFLite Micro takes an arena, ggml-backend a buffer
 // type, IREE a HAL allocator; this is the one hook Ember has for all three domains.

@@ -1,5 +1,5 @@
 // Bit-exact scalar codecs between f32 and the narrow float formats Ember stores: f16, bf16,
-// f8_e4m3fn, f8_e5m2, f4_e2m1, e8m0 and ue4m3 (DESIGN §4, "Numerics, one rule for all codecs").
+// f8_e4m3fn, f8_e5m2, f4_e2m1, e8m0 and ue4m3 (docs/DESIGN.md §4, "Numerics, one rule for all codecs").
 //
 // Header-only, inline, allocation-free, no exceptions. The 8- and 4-bit encoders round with
 // integer arithmetic on the f32 bits, so their results do not depend on the FPU's rounding mode,
@@ -18,7 +18,7 @@
 // one; e4m3fn and e2m1 map ±Inf to ±max, e5m2 keeps ±Inf; subnormals are exact; -0 keeps its sign
 // where the format has one. Decoding is exact (every code is an f32 value).
 //
-// Choices where DESIGN is silent (each is tested in tests/runtime/core/float_codecs_test.cc):
+// Choices where docs/DESIGN.md is silent (each is tested in tests/runtime/core/float_codecs_test.cc):
 // - NaN -> e4m3fn / e5m2 keeps the NaN's sign: S.1111.111 and S.11111.10 (the quiet NaN).
 // - NaN -> e2m1 gives +0 (0x0), whatever the NaN's sign: the format has no NaN, and a NaN has no
 //   magnitude to saturate towards.

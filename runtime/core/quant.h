@@ -1,4 +1,4 @@
-// Quantized tensors at run time (DESIGN §4): the layout classes kernels are keyed by, and the view a
+// Quantized tensors at run time (docs/DESIGN.md §4): the layout classes kernels are keyed by, and the view a
 // quantized weight carries to its kernel. The file's QuantInfo (scale value, scale dtype, block per
 // dim, optional global scale) is checked by the validator and turned into a QuantView at bind time.
 //

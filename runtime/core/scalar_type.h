@@ -1,5 +1,5 @@
 // ScalarType: element types of tensors. Numbers equal schema/program.fbs's ScalarType and are fixed
-// forever (DESIGN §2). Every type is a storage type here; which ones kernels compute on is up to
+// forever (docs/DESIGN.md §2). Every type is a storage type here; which ones kernels compute on is up to
 // the kernel libraries.
 #pragma once
 

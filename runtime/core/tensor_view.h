@@ -13,7 +13,7 @@ constexpr int kMaxRank = 8;
 
 enum class DimOrder : uint8_t { Invalid = 0, Contiguous = 1, ChannelsLast = 2 };
 
-// Where a view's bytes live (DESIGN §7). Host and PinnedHost memory is readable by host code
+// Where a view's bytes live (docs/DESIGN.md §7). Host and PinnedHost memory is readable by host code
 // (pinned: page-locked, so a device can copy it asynchronously); Device memory is an address only
 // its backend may dereference: host code (kernels, the executor, apps) never reads through it.
 enum class MemoryDomain : uint8_t { Host = 0, PinnedHost = 1, Device = 2 };

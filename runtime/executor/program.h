@@ -21,7 +21,7 @@ class Method;
 
 class Program {
  public:
-  // Loads and checks a program (DESIGN §2: "untrusted by default"). Errors: InvalidProgram,
+  // Loads and checks a program (docs/DESIGN.md §2: "untrusted by default"). Errors: InvalidProgram,
   // IntegrityError, VersionMismatch, FeatureMissing, OutOfMemory, NotImplemented; details in ctx.
   // `runtime` and the registries it points to must outlive the Program.
   static Result<Program> load(DataLoader& loader, const RuntimeContext& runtime,

@@ -51,7 +51,7 @@ enum class OpCode : uint16_t {
   Expand = 36,       // any dtype, numpy broadcast to shape[0..count) (with shape_sym like Reshape)
   BatchNorm = 37,    // f32 inference: x [N, C, ...], scale, bias, mean, var [C]; epsilon
   Neg = 38,          // f32
-  // LLM ops (DESIGN §4, §6). Inputs are f32 / i32 unless stated; kernels/reference/ops.h is exact.
+  // LLM ops (docs/DESIGN.md §4, §6). Inputs are f32 / i32 unless stated; kernels/reference/ops.h is exact.
   RmsNorm = 39,    // x [.., H], weight [H]; NormAttrs (axis = last, epsilon): w * (x * rsqrt(mean(x^2) + eps))
   Rope = 40,       // x [T, heads, D] (D even), positions [T] i32, inv_freq [D/2]: HF rotate_half form
   SiluMul = 41,    // gate [.., F], up [.., F] (same dims): silu(gate) * up

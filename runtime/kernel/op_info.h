@@ -36,7 +36,7 @@ struct OpInfo {
   uint8_t outputs;
   ShapeFn shape;
   InputCheckFn check_inputs;  // null: every value of the inputs is acceptable
-  // Bit i set: input i is program state (DESIGN §2) that the kernel also writes in place (the KV
+  // Bit i set: input i is program state (docs/DESIGN.md §2) that the kernel also writes in place (the KV
   // cache of paged_attention). The validator requires State storage for these inputs; nothing
   // else may be written through an input.
   uint32_t state_inputs = 0;

@@ -1,4 +1,4 @@
-// Shape functions and run-time input checks of paged_attention and logits_gather (DESIGN §6). The
+// Shape functions and run-time input checks of paged_attention and logits_gather (docs/DESIGN.md §6). The
 // paged_attention check is the kernels' own argument check (paged_attention_args.h), so a bad slot,
 // block id or context length fails execute() with InvalidArgument before the cache is touched.
 #include <cmath>

@@ -1,4 +1,4 @@
-// Shape functions and run-time input checks of the LLM ops (DESIGN §4, §6): rms_norm, rope,
+// Shape functions and run-time input checks of the LLM ops (docs/DESIGN.md §4, §6): rms_norm, rope,
 // silu_mul, embedding and sample. See op_info.cc for the rules every shape function follows; the
 // input checks (op_info.h, InputCheckFn) cover what only the data can tell: ids within the
 // vocabulary, non-negative positions with finite angles, sampling parameters in range.

@@ -1,4 +1,4 @@
-// The KV cache's block pool bookkeeping (DESIGN §6): a fixed number of blocks, each holding
+// The KV cache's block pool bookkeeping (docs/DESIGN.md §6): a fixed number of blocks, each holding
 // block_size tokens' K and V in every layer. Blocks are reference-counted (a prefix shared by several
 // sequences is stored once) and full blocks can be published under a hash of their tokens and of
 // everything before them, so a later request with the same prefix reuses them (prefix caching).

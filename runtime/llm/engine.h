@@ -1,4 +1,4 @@
-// Engine: runs an LLM program's `step` method (DESIGN §6) over a Scheduler and a BlockAllocator:
+// Engine: runs an LLM program's `step` method (docs/DESIGN.md §6) over a Scheduler and a BlockAllocator:
 // requests in, tokens out, continuous batching, with generation control (EOS ids, max new tokens,
 // the context limit, cancel). Stop strings are text-level: the caller detokenizes (Tokenizer,
 // StreamDecoder), matches them (StopMatcher below) and calls finish().

@@ -1,4 +1,4 @@
-// The LLM facts a program carries (schema/program.fbs `LlmInfo`, DESIGN §6): the `step` method's
+// The LLM facts a program carries (schema/program.fbs `LlmInfo`, docs/DESIGN.md §6): the `step` method's
 // sizes, the KV cache layout, the EOS / BOS ids, generation_config.json's sampling defaults, and the
 // tokenizer with its chat template, so that an app needs no other file and never parses JSON.
 //
@@ -64,7 +64,7 @@ struct LlmProgramView {
 };
 
 // Bytes one KV block takes over all layers (K and V): what an app multiplies by the num_blocks it
-// chooses at load (LoadOptions::symbols) to size the pool (DESIGN §6).
+// chooses at load (LoadOptions::symbols) to size the pool (docs/DESIGN.md §6).
 inline uint64_t kv_bytes_per_block(const LlmProgramView& view) {
   return uint64_t(view.num_layers) * 2u * uint64_t(view.block_size) * uint64_t(view.kv_heads) *
          uint64_t(view.head_dim) * nbytes_of(view.kv_dtype, 1);

@@ -1,4 +1,4 @@
-// Continuous batching for the `step` method (DESIGN §6): which sequences run in the next step, with
+// Continuous batching for the `step` method (docs/DESIGN.md §6): which sequences run in the next step, with
 // how many tokens each, and the step's int32 metadata. Owns each sequence's tokens and block table;
 // the KV blocks come from a BlockAllocator.
 //
@@ -31,7 +31,7 @@
 // sequence is never preempted, so every request ends). A prompt that cannot fit the context is
 // refused by add().
 //
-// Padding (DESIGN §6): the plan is always [max_tokens] tokens and [max_seqs] rows; token rows past
+// Padding (docs/DESIGN.md §6): the plan is always [max_tokens] tokens and [max_seqs] rows; token rows past
 // the scheduled ones have slot -1 and position 0, sequence rows past the live ones have query length
 // 0, context length 0 and an all-zero block table row. No heap: init takes caller memory. Not
 // thread-safe.

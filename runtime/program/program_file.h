@@ -1,4 +1,4 @@
-// The .pte container (DESIGN §2): a 64-byte little-endian header, the FlatBuffer (64-aligned) and
+// The .pte container (docs/DESIGN.md §2): a 64-byte little-endian header, the FlatBuffer (64-aligned) and
 // the segments. Shared by the runtime (parse + check) and the exporter (write).
 //
 // Header layout (byte offsets):

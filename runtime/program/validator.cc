@@ -677,7 +677,7 @@ class GraphValidator {
 
 namespace {
 
-// LlmInfo.tokenizer (DESIGN §6): what llm::Tokenizer::load needs to index safely. load() itself
+// LlmInfo.tokenizer (docs/DESIGN.md §6): what llm::Tokenizer::load needs to index safely. load() itself
 // checks the rest (merge results, duplicates, dense added ids, UTF-8 of added tokens).
 Status validate_tokenizer(const fb::TokenizerTable& t, int32_t vocab_size, ErrorContext* ctx) {
   const uint32_t count = t.token_count();

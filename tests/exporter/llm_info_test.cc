@@ -1,4 +1,4 @@
-// LlmInfo end to end (DESIGN §6): TokenizerData -> exporter pipeline (a trivial graph) -> .pte ->
+// LlmInfo end to end (docs/DESIGN.md §6): TokenizerData -> exporter pipeline (a trivial graph) -> .pte ->
 // Program::load (validator) -> read_llm_info -> Tokenizer::load, compared with the tokenizer read
 // straight from tokenizer.json; chat prompts compared with transformers' apply_chat_template ids;
 // hostile LlmInfo tables, each rejected at load with InvalidProgram naming the field; the exporter's

@@ -1,4 +1,4 @@
-// The loader fuzz entry point (DESIGN §8): Program::load + load_method + execute on untrusted bytes.
+// The loader fuzz entry point (docs/DESIGN.md §8): Program::load + load_method + execute on untrusted bytes.
 // Shared by the libFuzzer target (ember_fuzz_load) and the deterministic replay test, so the default
 // suite exercises the same path without clang.
 //

@@ -1,4 +1,4 @@
-// runner's LLM modes (DESIGN §6): generation from a program's `step` method with its embedded
+// runner's LLM modes (docs/DESIGN.md §6): generation from a program's `step` method with its embedded
 // tokenizer (--prompt, --chat, --prompts-file), and tokenizer checks (--encode, --decode).
 #pragma once
 

@@ -1,4 +1,4 @@
-// runner: loads an Ember program and runs it (DESIGN §1). See --help.
+// runner: loads an Ember program and runs it (docs/DESIGN.md §1). See --help.
 #include <CLI/CLI.hpp>
 
 #include <algorithm>

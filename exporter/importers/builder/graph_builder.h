@@ -82,7 +82,7 @@ class GraphBuilder {
   // Declares a run-time size with 0 <= min <= max; before the first op.
   void symbol(const std::string& name, int64_t min, int64_t max);
   ValueId input(const std::string& name, ScalarType dtype, std::vector<DimSpec> dims);
-  // Program state named `name` (DESIGN §2: a KV cache), read and written in place by the ops that
+  // Program state named `name` (docs/DESIGN.md §2: a KV cache), read and written in place by the ops that
   // declare it (OpInfo::state_inputs); symbolic dims take their load-time values.
   ValueId state(const std::string& name, ScalarType dtype, std::vector<DimSpec> dims);
   // Marks `value` as a graph output named `name` (not an input, a constant or already an output).

@@ -1,5 +1,5 @@
 // The hf_llm importer's graph: a Hugging Face Llama / Qwen2 / Qwen3 checkpoint folder as the `step`
-// method of DESIGN §6 (one method for any mix of prefill chunks and decode tokens, paged KV cache
+// method of docs/DESIGN.md §6 (one method for any mix of prefill chunks and decode tokens, paged KV cache
 // as program state, sampling inside the graph). Host-only; errors are ExportError naming the
 // tensor, the field and the value.
 //

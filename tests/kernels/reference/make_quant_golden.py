@@ -9,7 +9,7 @@ Run from the repository root with the project venv (numpy 1.24.2 + ml_dtypes, re
 It rewrites tests/data/quant/ (identical bytes on every run: fixed seeds, no timestamps).
 
 Element casts use ml_dtypes, which rounds to nearest even but does not saturate, so every value is
-clamped to the format's range first (DESIGN §4). Where DESIGN leaves a case open, the choice is
+clamped to the format's range first (docs/DESIGN.md §4). Where it leaves a case open, the choice is
 written out below and matches the header comment of float_codecs.h:
   - e2m1 has no NaN: NaN encodes to +0 (0x0).
   - ue4m3 is e4m3 without a sign: inputs are clamped to [0, 448] (negatives, -0, -Inf give 0x00);

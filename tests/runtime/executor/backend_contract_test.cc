@@ -1,4 +1,4 @@
-// The backend contract (runtime/backend/backend.h, DESIGN §3, §7) proven on the sim backend, a
+// The backend contract (runtime/backend/backend.h, docs/DESIGN.md §3, §7) proven on the sim backend, a
 // simulated device whose memory the host cannot read, against the portable kernels:
 //  - the CNN example and the paged-attention step run on sim bitwise as on the portable kernels,
 //    whole (LoadOptions::backends retargets a delegate-free Method) and as GRAPH delegates, the KV

@@ -1,4 +1,4 @@
-// Hostile FlatBuffers (DESIGN §8): programs with correct CRCs whose tables lie (indices, offsets,
+// Hostile FlatBuffers (docs/DESIGN.md §8): programs with correct CRCs whose tables lie (indices, offsets,
 // sizes, union tags, delegates) reach the verifier and the validator, which reject each with its
 // documented Error and a non-empty message.
 #include <gtest/gtest.h>

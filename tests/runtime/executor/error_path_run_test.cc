@@ -1,4 +1,4 @@
-// Errors after a good file has loaded (DESIGN §8): wrong memory plans, wrong inputs, unknown
+// Errors after a good file has loaded (docs/DESIGN.md §8): wrong memory plans, wrong inputs, unknown
 // methods, missing kernels and backends, aborts, state sized at load and misbehaving backends. Each
 // gives its documented Error with a non-empty message, never a crash.
 #include <gtest/gtest.h>

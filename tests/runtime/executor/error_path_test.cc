@@ -1,4 +1,4 @@
-// Bad input is a test subject (DESIGN §8): corrupted, truncated, hostile and wrong-version files,
+// Bad input is a test subject (docs/DESIGN.md §8): corrupted, truncated, hostile and wrong-version files,
 // wrong memory plans, wrong inputs, missing kernels and backends. Each gives its documented Error
 // with a non-empty message, never a crash.
 // This file: damaged files (byte flips, truncation, versions and feature bits); hostile FlatBuffers

@@ -1,4 +1,4 @@
-// After load, no Ember code allocates heap memory (DESIGN §3, STYLE §4): with hooks on malloc,
+// After load, no Ember code allocates heap memory (docs/DESIGN.md §3, docs/STYLE.md §4): with hooks on malloc,
 // calloc, realloc, aligned_alloc, posix_memalign, memalign, valloc, pvalloc and every replaceable
 // operator new / new[] (plain, nothrow, aligned, aligned nothrow), counted on all threads, the
 // process-wide count is 0 during the second and later execute() calls of every example program,

@@ -1,5 +1,5 @@
 // paged_attention and logits_gather as ops: a GraphBuilder program whose KV caches are program
-// state (DESIGN §2, §6), exported, loaded with a chosen num_blocks and run for several steps (chunked
+// state (docs/DESIGN.md §2, §6), exported, loaded with a chosen num_blocks and run for several steps (chunked
 // prefill of two sequences, then decodes) against kernels::reference::paged_attention on caches
 // of its own; bad step metadata fails execute() with InvalidArgument and leaves the cache alone;
 // the validator refuses a program whose cache is not state.

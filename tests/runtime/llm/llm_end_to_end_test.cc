@@ -1,4 +1,4 @@
-// LLMs end to end (DESIGN §6): the tiny checkpoints of tests/llm/make_checkpoints.py imported by the
+// LLMs end to end (docs/DESIGN.md §6): the tiny checkpoints of tests/llm/make_checkpoints.py imported by the
 // hf_llm exporter into a `step` program, loaded, and run:
 //  - logits of every prompt position, one decode step per token, against Hugging Face transformers
 //    (tests/data/llm/hf_reference, made by tests/llm/make_reference_logits.py): relative L2 over each

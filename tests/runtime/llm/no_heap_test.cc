@@ -1,4 +1,4 @@
-// No heap allocation in runtime/llm's hot paths (DESIGN §3, §6), with hooks on malloc & co. and every
+// No heap allocation in runtime/llm's hot paths (docs/DESIGN.md §3, §6), with hooks on malloc & co. and every
 // operator new counting on all threads:
 //  - encode(), decode() and StreamDecoder: 0 while every golden string of the seven tokenizers of
 //    tests/data/llm (byte-level and SentencePiece layouts) is encoded, decoded and stream-decoded,
@@ -226,7 +226,7 @@ void ExpectStepsAfterTheFirstAllocateNothing(const std::vector<uint8_t>& bytes, 
   for (size_t i = 0; i < 3; ++i) {
     ASSERT_TRUE(engine.add(Span<const int32_t>(prompts[i].data(), prompts[i].size()), config, &ctx).is_ok()) << ctx.message;
   }
-  ASSERT_TRUE(engine.step(&ctx).is_ok()) << ctx.message;  // the first execute may allocate (DESIGN §3)
+  ASSERT_TRUE(engine.step(&ctx).is_ok()) << ctx.message;  // the first execute may allocate (docs/DESIGN.md §3)
   int steps = 0, tokens = 0;
   CountAllocations counter;
   while (engine.has_work()) {

@@ -1,4 +1,4 @@
-// runtime/llm/scheduler: the step plan's arrays (DESIGN §6 padding rules), chunked prefill, prefix
+// runtime/llm/scheduler: the step plan's arrays (docs/DESIGN.md §6 padding rules), chunked prefill, prefix
 // reuse, preemption by recompute, cancel, errors; and a simulation that runs plans against a
 // paged "KV cache" of token ids, checks every sequence reads back exactly its own history through
 // its block table, and compares the generated tokens with an unpaged run.
