@@ -37,10 +37,7 @@ IMPORTER_DIR = os.path.join(ROOT, "exporter", "importers", "onnx")
 # Inputs a handler needs as values known at export (it fails on a run-time tensor there).
 NEEDS_KNOWN = {"Reshape": [1], "Expand": [1], "Range": [0, 1, 2], "ConstantOfShape": [0], "Slice": [1, 2, 3, 4],
                "Pad": [1, 3], "Split": [1], "Squeeze": [1], "Unsqueeze": [1], "ReduceMean": [1], "ReduceSum": [1],
-               "ReduceL2": [1], "ScatterND": [0, 1, 2],
-               # The exporter takes an If only when its condition is known at export (shapes, constants,
-               # inputs bound with --input-value; see run_real_models.py's "input_value").
-               "If": [0]}
+               "ReduceL2": [1], "ScatterND": [0, 1, 2]}
 INT_TYPES = {onnx.TensorProto.INT64, onnx.TensorProto.INT32, onnx.TensorProto.INT16, onnx.TensorProto.INT8,
              onnx.TensorProto.UINT8, onnx.TensorProto.BOOL}
 HANDLED, EXPORT_TIME = "handled", "export-time"
@@ -279,10 +276,10 @@ def check_node(node, scope, opset, tables):
         if ins and op not in ("If", "Loop", "Scan") and all(scope.is_known(i) for i in ins):
             return "missing", "all inputs known at export"
         return "missing", ""
-    if op in ("Conv",):
+    if op in ("Conv", "ConvTranspose"):   # 1-D and 2-D are taken; 3-D is refused
         w = scope.const(node.input[1])
         r = w.ndim if w is not None else scope.lookup("rank", node.input[1])
-        if r is not None and r != 4:
+        if r is not None and r not in (3, 4):
             return "refused", f"{r - 2}-D convolution"
     if op in ("MaxPool", "AveragePool"):
         ks = attrs_of(node).get("kernel_shape", "")
