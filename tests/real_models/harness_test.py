@@ -48,13 +48,13 @@ def tiny_model():
 
 
 def unsupported_model():
-    """Det (no importer handler) next to a 1-D Conv (a handled op whose handler refuses rank 3)."""
-    w = helper.make_tensor("w", TensorProto.FLOAT, [1, 1, 3], [0.25, 0.5, 0.25])
+    """Det (no importer handler) next to a 3-D Conv (a handled op whose handler refuses rank 5)."""
+    w = helper.make_tensor("w", TensorProto.FLOAT, [1, 1, 1, 1, 3], [0.25, 0.5, 0.25])
     nodes = [helper.make_node("Det", ["m"], ["det"]), helper.make_node("Conv", ["s", "w"], ["conv"])]
     g = helper.make_graph(nodes, "unsupported", [helper.make_tensor_value_info("m", TensorProto.FLOAT, [2, 2]),
-                                                 helper.make_tensor_value_info("s", TensorProto.FLOAT, [1, 1, 8])],
+                                                 helper.make_tensor_value_info("s", TensorProto.FLOAT, [1, 1, 1, 1, 8])],
                           [helper.make_tensor_value_info("det", TensorProto.FLOAT, []),
-                           helper.make_tensor_value_info("conv", TensorProto.FLOAT, [1, 1, 6])], [w])
+                           helper.make_tensor_value_info("conv", TensorProto.FLOAT, [1, 1, 1, 1, 6])], [w])
     return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
 
 
@@ -190,7 +190,7 @@ class HarnessTest(Fixture):
         self.assertEqual(rc, 0, out)
         self.assertRegex(out, r"unsupported +refused-at-export +onnx: ")
         self.assertIn("Det node", out)
-        self.assertIn("every importer gap (op_inventory.py): Det x1, Conv (1-D convolution) x1", out)
+        self.assertIn("every importer gap (op_inventory.py): Det x1, Conv (3-D convolution) x1", out)
         rc, out = self.harness("--only", "unsupported", "--strict")
         self.assertEqual(rc, 1)
 
