@@ -89,7 +89,7 @@ class Fixture(unittest.TestCase):
                  onnx_sha256=sha(self.blobs["pkg/models/unsupported.onnx"]), kind="test", input_shape=[],
                  tolerance={"rel_l2": 1e-5},
                  inputs=[{"name": "m", "dtype": "float32", "shape": [2, 2], "gen": {"kind": "uniform", "low": 1, "high": 2}},
-                         {"name": "s", "dtype": "float32", "shape": [1, 1, 8], "gen": {"kind": "audio", "amplitude": 0.5}}]),
+                         {"name": "s", "dtype": "float32", "shape": [1, 1, 1, 1, 8], "gen": {"kind": "audio", "amplitude": 0.5}}]),
         ]
         self.table = self.write_table(self.models)
 
