@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # runner's LLM modes end to end on the tiny checkpoints (tests/llm/make_checkpoints.py): export with
-# hf_llm, generate with --prompt / --prompts-file / --chat / --stop, check the embedded tokenizer
-# with --encode / --decode against the checkpoint's tokenizer.json, and the error paths (non-zero
-# exit, one "runner: error:" line, never a crash).
+# hf_llm, generate with --prompt / --prompt-ids / --prompts-file / --chat / --stop, check the
+# embedded tokenizer with --encode / --decode against the checkpoint's tokenizer.json, --info's llm
+# block, --dump-logits, and the error paths (non-zero exit, one "runner: error:" line, never a crash).
 # usage: runner_llm_test.sh RUNNER EXPORTER CHECKPOINTS_DIR
 set -u
 RUNNER=$1 EXPORTER=$2 CK=$3
