@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # runner's LLM modes end to end on the tiny checkpoints (tests/llm/make_checkpoints.py): export with
-# hf_llm, generate with --prompt / --prompts-file / --chat / --stop, check the embedded tokenizer
-# with --encode / --decode against the checkpoint's tokenizer.json, and the error paths (non-zero
-# exit, one "runner: error:" line, never a crash).
+# hf_llm, generate with --prompt / --prompt-ids / --prompts-file / --chat / --stop, check the
+# embedded tokenizer with --encode / --decode against the checkpoint's tokenizer.json, --info's llm
+# block, --dump-logits, and the error paths (non-zero exit, one "runner: error:" line, never a crash).
 # usage: runner_llm_test.sh RUNNER EXPORTER CHECKPOINTS_DIR
 set -u
 RUNNER=$1 EXPORTER=$2 CK=$3
@@ -220,6 +220,175 @@ crlf=$(grep "^prompt ids: " "$T/out" | cut -d: -f2)
 expect_ok "$RUNNER" --program "$T/llama_f32.pte" --prompt abc --max-new-tokens 4 --ignore-eos --print-ids
 plain=$(grep "^prompt ids: " "$T/out" | cut -d: -f2)
 [ -n "$plain" ] && [ "$crlf" = "$plain" ] || fail "CRLF prompt ids '$crlf' differ from '$plain'"
+
+# Issue 17 (newcomer snags). --info on an LLM program: what its LlmInfo table and KV state
+# declarations say, "unknown" for what it does not store. llama_f32 (exported above: 4 x 32 tokens
+# a step, context 64, blocks of 8): 2 layers x K,V x 2 kv heads x head_dim 32 x f32 = 8 KiB a
+# block, 32 blocks = the 256 KiB of state checked above.
+info_has() {  # info_has WHAT LINE...: each line must appear exactly in $T/out
+  local what=$1; shift
+  for line in "$@"; do grep -qxF -- "$line" "$T/out" || fail "--info $what: no line '$line' in: $(cat "$T/out")"; done
+}
+expect_ok "$RUNNER" --info "$T/llama_f32.pte"
+info_has llama_f32 "llm (the program's LlmInfo; 'step' method):" \
+  "  family: unknown (the program does not store the architecture)" \
+  "  vocab_size: 1210 (logits columns; prompt and EOS ids are below it)" \
+  "  max_context: 64 tokens per sequence (prompt + generated); step: max_seqs 4, max_tokens 32" \
+  "  kv cache: f32, 2 layers x K,V x 2 kv heads x head_dim 32; block_size 8 tokens; 8.0 KiB per block (1.0 KiB per token)" \
+  "  kv blocks: at most 32 (the default; num_blocks in [1, 32], runner --kv-blocks needs >= 8: one context); loaded with 32: 256.0 KiB in 4 state tensors" \
+  "  eos ids: 1201, 1209; bos id: 1200" \
+  "  chat template: Llama-3 (393 bytes of Jinja)" \
+  "  tokenizer: byte-level BPE, pre-tokenizer Llama-3 regex; 1210 tokens (1200 BPE + 10 added), 944 merges; encode adds BOS: yes" \
+  "  generation defaults (generation_config.json): temperature 0.6, top_k 0, top_p 0.9, repetition_penalty 1, do_sample true" \
+  "  runner without sampling flags: samples at temperature 0.6, top_k 0, top_p 0.9, repetition_penalty 1"
+# The LLM block comes before the methods, once.
+[ "$(grep -c "^llm (" "$T/out")" -eq 1 ] && [ "$(grep -n "^llm (" "$T/out" | cut -d: -f1)" -lt "$(grep -n "^method 'step'" "$T/out" | cut -d: -f1)" ] \
+  || fail "--info: the llm block is not once, before the method: $(cat "$T/out")"
+expect_ok "$RUNNER" --info "$T/llama_f32.pte" --kv-blocks 8
+info_has "--kv-blocks 8" "  kv blocks: at most 32 (the default; num_blocks in [1, 32], runner --kv-blocks needs >= 8: one context); loaded with 8: 64.0 KiB in 4 state tensors"
+expect_ok "$RUNNER" --info "$T/qwen2_bf16.pte"
+info_has qwen2_bf16 "  vocab_size: 1153 (logits columns; prompt and EOS ids are below it)" \
+  "  kv cache: bf16, 2 layers x K,V x 2 kv heads x head_dim 32; block_size 8 tokens; 4.0 KiB per block (512 B per token)" \
+  "  eos ids: 1152, 1150; bos id: 1150" \
+  '  chat template: ChatML (333 bytes of Jinja), default system message "You are a helpful assistant.", generation prompt "<|im_start|>assistant\n"' \
+  "  tokenizer: byte-level BPE, pre-tokenizer Qwen2 regex; 1153 tokens (1150 BPE + 3 added), 894 merges; encode adds BOS: no" \
+  "  generation defaults (generation_config.json): temperature 0.7, top_k 20, top_p 0.8, repetition_penalty 1.05, do_sample true" \
+  "  runner without sampling flags: samples at temperature 0.7, top_k 20, top_p 0.8, repetition_penalty 1.05"
+# A program without a tokenizer (the folder has no tokenizer.json): its chat template is unknown.
+mkdir -p "$T/notok"
+cp "$CK/qwen2_bf16"/{config.json,generation_config.json,model.safetensors} "$T/notok/"
+"$EXPORTER" "$T/notok" -o "$T/notok.pte" --max-seqs 4 --max-tokens 32 --max-context 64 --block-size 8 >"$T/export.out" 2>&1 \
+  || fail "export without tokenizer: $(cat "$T/export.out")"
+expect_ok "$RUNNER" --info "$T/notok.pte"
+info_has "without tokenizer" "  chat template: unknown (no tokenizer embedded)" \
+  "  tokenizer: none embedded (runner needs --tokenizer tokenizer.json, or --prompt-ids)"
+expect_ok "$RUNNER" --info "$T/mlp.pte"
+grep -q "^llm" "$T/out" && fail "--info on a non-LLM program prints an llm block: $(cat "$T/out")"
+# A chat template the runtime does not render, and none at all (tokenizer_config.json edited).
+mkdir -p "$T/tmpl"
+cp "$CK/qwen2_bf16"/{config.json,generation_config.json,model.safetensors,tokenizer.json} "$T/tmpl/"
+for t in other none; do
+  /usr/bin/python3 - "$CK/qwen2_bf16/tokenizer_config.json" "$T/tmpl/tokenizer_config.json" $t <<'PY' || fail "edit chat_template"
+import json, sys
+d = json.load(open(sys.argv[1], encoding="utf-8"))
+if sys.argv[3] == "other":
+    d["chat_template"] = "{% for m in messages %}{{ m['content'] }}{% endfor %}"
+else:
+    d.pop("chat_template", None)
+json.dump(d, open(sys.argv[2], "w", encoding="utf-8"))
+PY
+  "$EXPORTER" "$T/tmpl" -o "$T/tmpl.pte" --max-seqs 4 --max-tokens 32 --max-context 64 --block-size 8 >/dev/null 2>&1 \
+    || fail "export with chat_template $t"
+  expect_ok "$RUNNER" --info "$T/tmpl.pte"
+  if [ $t = other ]; then
+    info_has "another template" "  chat template: present (53 bytes of Jinja) but not a family the runtime renders (ChatML, Llama-3): --chat sends the prompt as it is"
+  else
+    info_has "no template" "  chat template: none (--chat sends the prompt as it is)"
+  fi
+done
+
+# --prompt-ids: the ids of a --prompt give the same run (same stdout: prompt ids, text, generated
+# ids), whichever separators; without a tokenizer the output is the generated ids.
+G=(--max-new-tokens 8 --ignore-eos --temperature 0 --print-ids)
+expect_ok "$RUNNER" --program "$T/llama_f32.pte" --prompt "Hello world, this is" "${G[@]}"
+cp "$T/out" "$T/by_text"
+ids=$(sed -n 's/^prompt ids: //p' "$T/by_text")
+[ "$(echo "$ids" | wc -w)" -gt 3 ] || fail "--prompt-ids: no prompt ids to reuse: $(cat "$T/by_text")"
+for form in "$ids" "${ids// /,}" "${ids// /, }"; do
+  expect_ok "$RUNNER" --program "$T/llama_f32.pte" --prompt-ids "$form" "${G[@]}"
+  cmp -s "$T/out" "$T/by_text" || fail "--prompt-ids '$form' differs from --prompt: $(cat "$T/out") vs $(cat "$T/by_text")"
+done
+expect_ok "$RUNNER" --program "$T/qwen2_bf16.pte" --prompt-ids "5,6,7" "${G[@]}"
+with_tok=$(sed -n 's/^generated ids: //p' "$T/out")
+expect_ok "$RUNNER" --program "$T/notok.pte" --prompt-ids "5,6,7" --max-new-tokens 8 --ignore-eos --temperature 0
+[ "$(cat "$T/out")" = "generated ids: $with_tok" ] || fail "--prompt-ids without a tokenizer: '$(cat "$T/out")', expected the ids '$with_tok'"
+grep -q "^\[1\] 8 tokens, finished: length$" "$T/err" || fail "--prompt-ids without a tokenizer: $(cat "$T/err")"
+expect_ok "$RUNNER" --program "$T/notok.pte" --tokenizer "$CK/qwen2_bf16/tokenizer.json" --prompt-ids "5,6,7" "${G[@]}"
+cp "$T/out" "$T/notok_text"
+expect_ok "$RUNNER" --program "$T/qwen2_bf16.pte" --prompt-ids "5,6,7" "${G[@]}"
+cmp -s "$T/out" "$T/notok_text" || fail "--prompt-ids with --tokenizer: $(cat "$T/notok_text") vs $(cat "$T/out")"
+L=(--program "$T/llama_f32.pte" --max-new-tokens 2)
+expect_error "prompt-ids not a number" "runner: error: --prompt-ids: 'abc' is not an integer id$" "$RUNNER" "${L[@]}" --prompt-ids "1,2,abc"
+expect_error "prompt-ids 1.5" "runner: error: --prompt-ids: '1.5' is not an integer id$" "$RUNNER" "${L[@]}" --prompt-ids "1.5"
+expect_error "prompt-ids overflow" "runner: error: --prompt-ids: '99999999999' is not an int32 id$" "$RUNNER" "${L[@]}" --prompt-ids "99999999999"
+expect_error "prompt-ids outside the vocab" "runner: error: --prompt-ids: id 1210 is outside the vocabulary (vocab_size 1210: ids 0 to 1209)$" \
+  "$RUNNER" "${L[@]}" --prompt-ids "1 1210"
+expect_error "prompt-ids negative" "runner: error: --prompt-ids: id -1 is outside the vocabulary (vocab_size 1210: ids 0 to 1209)$" \
+  "$RUNNER" "${L[@]}" --prompt-ids "-1"
+expect_error "prompt-ids empty item" "runner: error: --prompt-ids: an empty item in '1,,2'" "$RUNNER" "${L[@]}" --prompt-ids "1,,2"
+expect_error "prompt-ids trailing comma" "runner: error: --prompt-ids: an empty item in '1,2,'" "$RUNNER" "${L[@]}" --prompt-ids "1,2,"
+expect_error "prompt-ids empty" "runner: error: --prompt-ids is empty$" "$RUNNER" "${L[@]}" --prompt-ids ""
+expect_error "prompt-ids blank" "runner: error: --prompt-ids: no ids in ' '$" "$RUNNER" "${L[@]}" --prompt-ids " "
+expect_error "prompt-ids and prompt" "runner: error: give one of --prompt, --prompt-ids," "$RUNNER" "${L[@]}" --prompt-ids 1 --prompt hi
+expect_error "prompt-ids and chat" "runner: error: --chat renders text: give --prompt" "$RUNNER" "${L[@]}" --prompt-ids 1 --chat
+expect_error "stop without a tokenizer" "runner: error: --stop matches text, and $T/notok.pte carries no tokenizer" \
+  "$RUNNER" --program "$T/notok.pte" --prompt-ids 1 --stop x
+expect_error "prompt without a tokenizer" "runner: error: $T/notok.pte carries no tokenizer; pass --tokenizer tokenizer.json (or give the prompt as --prompt-ids)$" \
+  "$RUNNER" --program "$T/notok.pte" --prompt hi
+
+# --dump-logits: row i holds the logits generated token i was sampled from (row 0 at the prompt's
+# last position, row i after generated token i-1), float32 [generated tokens, vocab]. Greedy: each
+# row's argmax is its token; row 3 equals row 0 of the prompt extended by tokens 0..2.
+"$EXPORTER" "$CK/llama_f32" -o "$T/logits.pte" --emit-logits --max-seqs 4 --max-tokens 32 --max-context 64 --block-size 8 >/dev/null \
+  || fail "export --emit-logits"
+expect_ok "$RUNNER" --program "$T/logits.pte" --prompt "Hello world, this is" "${G[@]}" --dump-logits "$T/logits.npy"
+cmp -s "$T/out" "$T/by_text" || fail "--dump-logits changed the output: $(cat "$T/out")"
+grep -qxF "logits: 8 rows (one per generated token) x 1210 -> $T/logits.npy" "$T/err" || fail "--dump-logits: no logits line: $(cat "$T/err")"
+gen=$(sed -n 's/^generated ids: //p' "$T/out")
+read -r -a g <<<"$gen"
+expect_ok "$RUNNER" --program "$T/logits.pte" --prompt-ids "$ids ${g[0]:-} ${g[1]:-} ${g[2]:-}" --max-new-tokens 1 --temperature 0 \
+  --dump-logits "$T/logits4.npy"
+/usr/bin/python3 - "$T/logits.npy" "$T/logits4.npy" "$gen" <<'PY' || fail "--dump-logits: the rows do not match the generated ids"
+import sys
+import numpy as np
+a, b, ids = np.load(sys.argv[1]), np.load(sys.argv[2]), [int(t) for t in sys.argv[3].split()]
+assert a.dtype == np.float32 and a.shape == (8, 1210), (a.dtype, a.shape)
+assert a.argmax(axis=1).tolist() == ids, (a.argmax(axis=1).tolist(), ids)
+assert b.shape == (1, 1210) and np.allclose(a[3], b[0], rtol=1e-5, atol=1e-5), np.abs(a[3] - b[0]).max()
+assert not np.allclose(a[2], b[0], rtol=1e-5, atol=1e-5)
+PY
+expect_error "dump-logits without logits" "runner: error: --dump-logits: $T/llama_f32.pte has no 'logits' output (export it with --emit-logits)$" \
+  "$RUNNER" --program "$T/llama_f32.pte" --prompt hi --dump-logits "$T/none.npy"
+[ -e "$T/none.npy" ] && fail "--dump-logits without logits wrote a file"
+expect_error "dump-logits over the program" "runner: error: --dump-logits $T/logits.pte: is the same file as the input" \
+  "$RUNNER" --program "$T/logits.pte" --prompt hi --dump-logits "$T/logits.pte"
+expect_error "dump-logits into a missing folder" "runner: error: --dump-logits $T/no/x.npy: cannot create" \
+  "$RUNNER" --program "$T/logits.pte" --prompt hi --dump-logits "$T/no/x.npy"
+expect_error "dump-logits with a prompts file" "runner: error: --dump-logits takes one prompt" \
+  "$RUNNER" --program "$T/logits.pte" --prompts-file "$T/prompts.txt" --dump-logits "$T/x.npy"
+expect_error "dump-logits without generation" "runner: error: --dump-logits needs an LLM generation" \
+  "$RUNNER" --program "$T/logits.pte" --dump-logits "$T/x.npy"
+expect_error "dump-logits empty" "runner: error: --dump-logits is empty$" "$RUNNER" --program "$T/logits.pte" --prompt hi --dump-logits ""
+
+# The counts and speeds start on a line of their own, also with stdout and stderr in one file
+# (stdout fully buffered): a newline ends the streamed text only when it lacks one.
+"$RUNNER" --program "$T/llama_f32.pte" --prompt "Hello world, this is" --max-new-tokens 8 --ignore-eos --temperature 0 >"$T/both" 2>&1 \
+  || fail "merged output: exit $?"
+[ "$(sed -n 2p "$T/both")" = "[1] 8 tokens, finished: length" ] && grep -q "^prefill: " "$T/both" \
+  || fail "the speed lines do not start their own lines: $(cat -A "$T/both")"
+[ "$(head -1 "$T/both")" = "$(sed -n 2p "$T/by_text")" ] || fail "merged output: the first line is not the text: $(cat -A "$T/both")"
+# A text that ends with "\n": a tokenizer whose byte-level "\n" (Ċ) swaps ids with the last
+# generated token; no empty line may follow the text.
+last=$(sed -n 's/^generated ids: .* \([0-9]*\)$/\1/p' "$T/by_text")
+/usr/bin/python3 - "$CK/llama_f32/tokenizer.json" "$T/nl/tokenizer.json" "$last" <<'PY' || fail "cannot make the newline tokenizer"
+import json, os, sys
+src, dst, last = sys.argv[1], sys.argv[2], int(sys.argv[3])
+d = json.load(open(src, encoding="utf-8"))
+vocab = d["model"]["vocab"]
+name = {i: k for k, i in vocab.items()}[last]  # KeyError for an added token: the test must change
+vocab[name], vocab["\u010a"] = vocab["\u010a"], last
+os.makedirs(os.path.dirname(dst), exist_ok=True)
+json.dump(d, open(dst, "w", encoding="utf-8"), ensure_ascii=False)
+PY
+"$RUNNER" --program "$T/llama_f32.pte" --tokenizer "$T/nl/tokenizer.json" --prompt-ids "$ids" --max-new-tokens 8 --ignore-eos \
+  --temperature 0 >"$T/both" 2>&1 || fail "newline text: exit $?"
+n=$(grep -n "^\[1\] 8 tokens, finished: length$" "$T/both" | cut -d: -f1)
+[ -n "$n" ] && [ "$n" -ge 2 ] && [ -n "$(sed -n "$((n - 1))p" "$T/both")" ] \
+  || fail "a text ending with a newline got another one: $(cat -A "$T/both")"
+"$RUNNER" --program "$T/llama_f32.pte" --tokenizer "$T/nl/tokenizer.json" --prompt-ids "$ids" --max-new-tokens 8 --ignore-eos \
+  --temperature 0 >"$T/out" 2>/dev/null || fail "newline text alone: exit $?"
+[ "$(tail -c 1 "$T/out" | od -An -tx1)" = " 0a" ] && [ "$(tail -c 2 "$T/out" | head -c 1 | od -An -tx1)" != " 0a" ] \
+  || fail "stdout does not end with exactly one newline: $(od -c "$T/out" | tail -3)"
 
 if [ $failures -ne 0 ]; then echo "$failures failure(s)"; exit 1; fi
 echo "runner LLM: all checks passed"

@@ -1,7 +1,11 @@
 #include "tools/runner/llm_runner.h"
 
+#include <algorithm>
+#include <cerrno>
 #include <cmath>
+#include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <optional>
 #include <sstream>
@@ -13,6 +17,7 @@
 #include "runtime/llm/tokenizer.h"
 #include "runtime/platform/platform.h"
 #include "tools/common/host_io.h"
+#include "tools/common/npy.h"
 #include "tools/common/tokenizer_json.h"
 
 namespace ember::runner {
@@ -62,6 +67,42 @@ std::vector<int32_t> encode(const llm::Tokenizer& tok, std::string_view text, bo
   return ids;
 }
 
+// Token ids from "1,2,3", "1 2 3" or a mix: items separated by a comma, whitespace or both. An item
+// that is not a whole decimal int32 ("abc", "1.5", "1e3", "99999999999") and an empty item between
+// commas ("1,,2", a comma at either end) are errors naming `flag` and the item. No ids at all gives
+// an empty list (the caller decides whether that is an error).
+std::vector<int32_t> parse_ids(const char* flag, const std::string& text) {
+  std::vector<int32_t> ids;
+  std::vector<std::string> parts;
+  size_t start = 0;
+  while (true) {
+    const size_t comma = text.find(',', start);
+    parts.push_back(text.substr(start, comma == std::string::npos ? std::string::npos : comma - start));
+    if (comma == std::string::npos) break;
+    start = comma + 1;
+  }
+  for (const std::string& part : parts) {
+    std::istringstream items(part);
+    std::string item;
+    size_t count = 0;
+    while (items >> item) {
+      errno = 0;
+      char* end = nullptr;
+      const long long v = std::strtoll(item.c_str(), &end, 10);
+      if (end != item.c_str() + item.size()) fail(std::string(flag) + ": '" + item + "' is not an integer id");
+      if (errno == ERANGE || v < INT32_MIN || v > INT32_MAX) {
+        fail(std::string(flag) + ": '" + item + "' is not an int32 id");
+      }
+      ids.push_back(static_cast<int32_t>(v));
+      ++count;
+    }
+    if (count == 0 && parts.size() > 1) {
+      fail(std::string(flag) + ": an empty item in '" + text + "' (two commas in a row, or a comma at an end)");
+    }
+  }
+  return ids;
+}
+
 std::string ids_text(Span<const int32_t> ids) {
   std::string s;
   for (size_t i = 0; i < ids.size(); ++i) s += (i ? " " : "") + std::to_string(ids[i]);
@@ -74,22 +115,7 @@ int run_tokenizer_check(const Options& o, const llm::Tokenizer& tok) {
     std::printf("%s\n", ids_text(Span<const int32_t>(ids.data(), ids.size())).c_str());
     return 0;
   }
-  std::vector<int32_t> ids;
-  std::stringstream ss(o.decode);
-  std::string item;
-  while (ss >> item) {
-    for (char& c : item) c = c == ',' ? ' ' : c;
-    std::stringstream parts(item);
-    std::string part;
-    while (parts >> part) {
-      char* end = nullptr;
-      const long v = std::strtol(part.c_str(), &end, 10);
-      if (end == part.c_str() || *end != '\0' || v < INT32_MIN || v > INT32_MAX) {
-        fail("--decode: '" + part + "' is not an integer id");
-      }
-      ids.push_back(static_cast<int32_t>(v));
-    }
-  }
+  const std::vector<int32_t> ids = parse_ids("--decode", o.decode);
   std::vector<char> text(3 * tok.max_token_bytes() * (ids.size() + 1) + 4);
   ErrorContext ctx;
   Result<size_t> n = tok.decode(Span<const int32_t>(ids.data(), ids.size()), Span<char>(text.data(), text.size()), false, &ctx);
@@ -103,21 +129,209 @@ struct Request {
   std::string prompt;
   std::vector<int32_t> ids;
   int32_t seq = -1;
-  std::unique_ptr<llm::StreamDecoder> decoder;
+  std::unique_ptr<llm::StreamDecoder> decoder;  // null without a tokenizer (--prompt-ids)
   llm::StopMatcher stop;
   std::string text;  // generated text shown so far (for --prompts-file, printed at the end)
   int generated = 0;
 };
 
+// The program's LlmInfo table. `view` borrows `added` (and the program): keep the struct in place.
+struct ProgramLlm {
+  std::vector<llm::AddedTokenDesc> added;
+  llm::LlmProgramView view;
+};
+
+void read_program_llm(const fb::Program& fbp, ProgramLlm* out) {
+  out->added.resize(llm::llm_added_token_count(fbp));
+  ErrorContext ctx;
+  Result<llm::LlmProgramView> view =
+      llm::read_llm_info(fbp, Span<llm::AddedTokenDesc>(out->added.data(), out->added.size()), &ctx);
+  if (!view.is_ok()) fail(view.status(), ctx, "reading the program's LLM table");
+  out->view = view.value();
+}
+
+// The sampling the runner uses: the flags where given, else generation_config.json's values as the
+// program stores them (temperature, top_k, top_p only when it samples: do_sample true), else greedy.
+llm::GenerationConfig generation_config(const Options& o, const llm::GenerationDefaults& g) {
+  llm::GenerationConfig config;
+  config.max_new_tokens = o.max_new_tokens;
+  const bool sample_default = g.has_do_sample && g.do_sample;
+  config.temperature = o.temperature >= 0 ? o.temperature : sample_default && g.has_temperature ? g.temperature : 0.0f;
+  config.top_k = o.top_k >= 0 ? o.top_k : sample_default && g.has_top_k ? g.top_k : 0;
+  config.top_p = o.top_p >= 0 ? o.top_p : sample_default && g.has_top_p ? g.top_p : 1.0f;
+  config.repetition_penalty = o.repetition_penalty >= 0 ? o.repetition_penalty
+                              : g.has_repetition_penalty ? g.repetition_penalty : 1.0f;
+  config.seed = static_cast<int32_t>(o.seed);
+  config.ignore_eos = o.ignore_eos;
+  return config;
+}
+
+std::string format_number(double v) {
+  char text[32];
+  std::snprintf(text, sizeof(text), "%g", v);
+  return text;
+}
+
+std::string bytes_text(uint64_t bytes) {
+  char text[32];
+  return format_bytes(bytes, text, sizeof(text));
+}
+
+// Text from the program shown on one line: quotes, backslashes and control characters escaped
+// ("\n", "\x01"), the rest (UTF-8 included) as it is.
+std::string quoted(std::string_view text) {
+  std::string out = "\"";
+  for (const char c : text) {
+    const unsigned char u = static_cast<unsigned char>(c);
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += c;
+    } else if (c == '\n') {
+      out += "\\n";
+    } else if (u < 0x20 || u == 0x7f) {
+      char hex[8];
+      std::snprintf(hex, sizeof(hex), "\\x%02x", u);
+      out += hex;
+    } else {
+      out += c;
+    }
+  }
+  return out + "\"";
+}
+
+const char* pre_tokenizer_name(llm::PreTokenizerKind kind) {
+  switch (kind) {
+    case llm::PreTokenizerKind::Llama3: return "Llama-3 regex";
+    case llm::PreTokenizerKind::Qwen2: return "Qwen2 regex";
+    case llm::PreTokenizerKind::Gpt2: return "GPT-2 regex";
+    case llm::PreTokenizerKind::Gpt2Digits: return "GPT-2 regex + single digits";
+    case llm::PreTokenizerKind::Whole: return "none (whole segments)";
+    case llm::PreTokenizerKind::Metaspace: return "Metaspace";
+    case llm::PreTokenizerKind::MetaspaceSplit: return "Metaspace, split";
+    default: return "unknown";
+  }
+}
+
 }  // namespace
 
+void print_llm_info(const Program& program) {
+  const fb::Program& fbp = program.flatbuffer();
+  if (!llm::has_llm_info(fbp)) return;
+  ProgramLlm llm_info;
+  read_program_llm(fbp, &llm_info);
+  const llm::LlmProgramView& v = llm_info.view;
+  std::printf("llm (the program's LlmInfo; 'step' method):\n");
+  // The exporter stores sizes, not the model's name: config.json's architectures / model_type are
+  // not in the program.
+  std::printf("  family: unknown (the program does not store the architecture)\n");
+  std::printf("  vocab_size: %d (logits columns; prompt and EOS ids are below it)\n", v.vocab_size);
+  std::printf("  max_context: %d tokens per sequence (prompt + generated); step: max_seqs %d, max_tokens %d\n",
+              v.max_context, v.max_seqs, v.max_tokens);
+  const uint64_t per_block = llm::kv_bytes_per_block(v);
+  const bool kv_known = v.kv_dtype != ScalarType::Invalid && per_block > 0;
+  std::printf("  kv cache: %s, %d layers x K,V x %d kv heads x head_dim %d; block_size %d tokens",
+              v.kv_dtype == ScalarType::Invalid ? "unknown dtype" : to_string(v.kv_dtype), v.num_layers, v.kv_heads,
+              v.head_dim, v.block_size);
+  if (kv_known) {
+    std::printf("; %s per block (%s per token)\n", bytes_text(per_block).c_str(),
+                bytes_text(per_block / uint64_t(v.block_size > 0 ? v.block_size : 1)).c_str());
+  } else {
+    std::printf("; bytes per block unknown\n");
+  }
+  // The pool's range: the num_blocks symbol of the KV state declarations (its max is the default).
+  const fb::Symbol* num_blocks = nullptr;
+  uint32_t kv_states = 0;
+  for (uint32_t i = 0; fbp.states() != nullptr && i < fbp.states()->size(); ++i) {
+    const fb::StateDecl* decl = fbp.states()->Get(i);
+    if (decl->dims() == nullptr || decl->dims()->size() == 0 || decl->dims()->Get(0)->sym() == 0) continue;
+    const fb::Symbol* sym = fbp.symbols()->Get(decl->dims()->Get(0)->sym() - 1u);
+    if (std::string_view(sym->name()->c_str()) != "num_blocks") continue;
+    num_blocks = sym;
+    ++kv_states;
+  }
+  const Program::State* loaded = program.find_state("kv.0.k");
+  const int blocks_per_context = v.block_size > 0 ? v.max_context / v.block_size : 0;
+  if (num_blocks == nullptr) {
+    std::printf("  kv blocks: unknown (no state is sized by a num_blocks symbol)\n");
+  } else {
+    // The symbol's min is what the program accepts; the runner also needs one whole context.
+    std::printf("  kv blocks: at most %lld (the default; num_blocks in [%lld, %lld], runner --kv-blocks needs >= %d: "
+                "one context)",
+                static_cast<long long>(num_blocks->max()), static_cast<long long>(num_blocks->min()),
+                static_cast<long long>(num_blocks->max()), blocks_per_context);
+    if (loaded != nullptr && kv_known) {
+      std::printf("; loaded with %lld: %s in %u state tensors", static_cast<long long>(loaded->dims[0]),
+                  bytes_text(per_block * uint64_t(loaded->dims[0])).c_str(), kv_states);
+    }
+    std::printf("\n");
+  }
+  std::string eos;
+  for (size_t i = 0; i < v.eos_ids.size(); ++i) eos += (i ? ", " : "") + std::to_string(v.eos_ids[i]);
+  std::printf("  eos ids: %s; bos id: %s\n", eos.empty() ? "none" : eos.c_str(),
+              v.bos_id < 0 ? "none" : std::to_string(v.bos_id).c_str());
+  if (!v.has_tokenizer) {
+    std::printf("  chat template: unknown (no tokenizer embedded)\n");
+    std::printf("  tokenizer: none embedded (runner needs --tokenizer tokenizer.json, or --prompt-ids)\n");
+  } else {
+    const llm::TokenizerDesc& t = v.tokenizer;
+    switch (v.chat.format) {
+      case llm::ChatFormat::ChatMl:
+        std::printf("  chat template: ChatML (%zu bytes of Jinja)", v.chat_template.size());
+        if (v.chat.has_default_system) std::printf(", default system message %s", quoted(v.chat.default_system).c_str());
+        if (!v.chat.generation_prompt.empty()) {
+          std::printf(", generation prompt %s", quoted(v.chat.generation_prompt).c_str());
+        }
+        std::printf("\n");
+        break;
+      case llm::ChatFormat::Llama3:
+        std::printf("  chat template: Llama-3 (%zu bytes of Jinja)\n", v.chat_template.size());
+        break;
+      default:
+        if (v.chat_template.empty()) {
+          std::printf("  chat template: none (--chat sends the prompt as it is)\n");
+        } else {
+          std::printf("  chat template: present (%zu bytes of Jinja) but not a family the runtime renders (ChatML, "
+                      "Llama-3): --chat sends the prompt as it is\n", v.chat_template.size());
+        }
+    }
+    const size_t tokens = t.token_offsets.empty() ? 0 : t.token_offsets.size() - 1;
+    std::printf("  tokenizer: %s BPE, pre-tokenizer %s; %zu tokens (%u BPE + %zu added), %zu merges; encode adds "
+                "BOS: %s\n",
+                t.decoder == llm::DecoderKind::ByteLevel ? "byte-level" : "SentencePiece-style",
+                pre_tokenizer_name(t.pre_tokenizer), tokens, t.model_token_count, tokens - t.model_token_count,
+                t.merges.size(), t.add_bos ? "yes" : "no");
+  }
+  const llm::GenerationDefaults& g = v.generation;
+  auto field = [](bool has, double value) { return has ? format_number(value) : std::string("unknown"); };
+  std::printf("  generation defaults (generation_config.json): temperature %s, top_k %s, top_p %s, "
+              "repetition_penalty %s, do_sample %s\n",
+              field(g.has_temperature, g.temperature).c_str(), field(g.has_top_k, g.top_k).c_str(),
+              field(g.has_top_p, g.top_p).c_str(), field(g.has_repetition_penalty, g.repetition_penalty).c_str(),
+              g.has_do_sample ? (g.do_sample ? "true" : "false") : "unknown");
+  const llm::GenerationConfig c = generation_config(Options{}, g);
+  if (c.temperature == 0.0f) {
+    std::printf("  runner without sampling flags: greedy, repetition_penalty %s\n",
+                format_number(c.repetition_penalty).c_str());
+  } else {
+    std::printf("  runner without sampling flags: samples at temperature %s, top_k %d, top_p %s, repetition_penalty %s\n",
+                format_number(c.temperature).c_str(), c.top_k, format_number(c.top_p).c_str(),
+                format_number(c.repetition_penalty).c_str());
+  }
+}
+
 bool wants_llm(const Options& o) {
-  return !o.prompt.empty() || !o.prompts_file.empty() || !o.encode.empty() || !o.decode.empty();
+  return !o.prompt.empty() || !o.prompt_ids.empty() || !o.prompts_file.empty() || !o.encode.empty() ||
+         !o.decode.empty();
 }
 
 int run_llm(const Options& o) {
-  const int modes = !o.prompt.empty() + !o.prompts_file.empty() + !o.encode.empty() + !o.decode.empty();
-  if (modes != 1) fail("give one of --prompt, --prompts-file, --encode, --decode");
+  const int modes = !o.prompt.empty() + !o.prompt_ids.empty() + !o.prompts_file.empty() + !o.encode.empty() +
+                    !o.decode.empty();
+  if (modes != 1) fail("give one of --prompt, --prompt-ids, --prompts-file, --encode, --decode");
+  if (!o.dump_logits.empty() && o.prompt.empty() && o.prompt_ids.empty()) {
+    fail("--dump-logits takes one prompt: give --prompt or --prompt-ids (not --prompts-file, --encode or --decode)");
+  }
+  if (!o.prompt_ids.empty() && o.chat) fail("--chat renders text: give --prompt (--prompt-ids are used as they are)");
   LoadedTokenizer tok;
   if (!o.encode.empty() || !o.decode.empty()) {
     if (!o.tokenizer.empty()) {
@@ -127,39 +341,49 @@ int run_llm(const Options& o) {
       auto s = open_program(o.program, o);
       const fb::Program& fbp = s->program->flatbuffer();
       if (!llm::has_llm_info(fbp)) fail(o.program + " is not an LLM program (no tokenizer); pass --tokenizer");
-      std::vector<llm::AddedTokenDesc> added(llm::llm_added_token_count(fbp));
-      ErrorContext ctx;
-      Result<llm::LlmProgramView> view = llm::read_llm_info(fbp, Span<llm::AddedTokenDesc>(added.data(), added.size()), &ctx);
-      if (!view.is_ok()) fail(view.status(), ctx, "reading the program's LLM table");
-      if (!view->has_tokenizer) fail(o.program + " carries no tokenizer; pass --tokenizer");
-      load_tokenizer(view->tokenizer, &tok);
+      ProgramLlm info;
+      read_program_llm(fbp, &info);
+      if (!info.view.has_tokenizer) fail(o.program + " carries no tokenizer; pass --tokenizer");
+      load_tokenizer(info.view.tokenizer, &tok);
       return run_tokenizer_check(o, *tok.tokenizer);
     }
     return run_tokenizer_check(o, *tok.tokenizer);
   }
 
-  if (o.program.empty()) fail("--prompt/--prompts-file need --program FILE");
+  if (o.program.empty()) fail("--prompt/--prompt-ids/--prompts-file need --program FILE");
   auto session = open_program(o.program, o);
   const Program& program = *session->program;
   const fb::Program& fbp = program.flatbuffer();
   if (!llm::has_llm_info(fbp)) fail(o.program + " is not an LLM program (export a Hugging Face checkpoint folder)");
-  std::vector<llm::AddedTokenDesc> added(llm::llm_added_token_count(fbp));
-  ErrorContext ctx;
-  Result<llm::LlmProgramView> view_r = llm::read_llm_info(fbp, Span<llm::AddedTokenDesc>(added.data(), added.size()), &ctx);
-  if (!view_r.is_ok()) fail(view_r.status(), ctx, "reading the program's LLM table");
-  const llm::LlmProgramView& view = view_r.value();
+  ProgramLlm info;
+  read_program_llm(fbp, &info);
+  const llm::LlmProgramView& view = info.view;
   if (!o.tokenizer.empty()) {
     load_tokenizer_file(o.tokenizer, &tok);
   } else if (view.has_tokenizer) {
     load_tokenizer(view.tokenizer, &tok);
-  } else {
-    fail(o.program + " carries no tokenizer; pass --tokenizer tokenizer.json");
+  } else if (o.prompt_ids.empty()) {
+    fail(o.program + " carries no tokenizer; pass --tokenizer tokenizer.json (or give the prompt as --prompt-ids)");
   }
-  const llm::Tokenizer& tokenizer = *tok.tokenizer;
+  // Null only for --prompt-ids on a program without a tokenizer: the output is then ids, not text.
+  const llm::Tokenizer* tokenizer = tok.tokenizer ? &*tok.tokenizer : nullptr;
+  if (tokenizer == nullptr && !o.stops.empty()) {
+    fail("--stop matches text, and " + o.program + " carries no tokenizer; pass --tokenizer tokenizer.json");
+  }
 
   // Prompts.
   std::vector<Request> requests;
-  if (!o.prompt.empty()) {
+  if (!o.prompt_ids.empty()) {
+    requests.emplace_back();
+    requests.back().ids = parse_ids("--prompt-ids", o.prompt_ids);
+    if (requests.back().ids.empty()) fail("--prompt-ids: no ids in '" + o.prompt_ids + "'");
+    for (int32_t id : requests.back().ids) {
+      if (id < 0 || id >= view.vocab_size) {
+        fail("--prompt-ids: id " + std::to_string(id) + " is outside the vocabulary (vocab_size " +
+             std::to_string(view.vocab_size) + ": ids 0 to " + std::to_string(view.vocab_size - 1) + ")");
+      }
+    }
+  } else if (!o.prompt.empty()) {
     requests.emplace_back();
     requests.back().prompt = o.prompt;
   } else {
@@ -180,22 +404,27 @@ int run_llm(const Options& o) {
     if (requests.empty()) fail("--prompts-file: '" + o.prompts_file + "' has no prompts (one per line)");
   }
   std::vector<std::string_view> stops(o.stops.begin(), o.stops.end());
+  ErrorContext ctx;
   for (Request& r : requests) {
-    std::string text = r.prompt;
-    if (o.chat) {
-      llm::ChatPrompt chat;
-      chat.user = r.prompt;
-      chat.has_system = !o.system.empty();
-      chat.system = o.system;
-      std::vector<char> out(llm::chat_prompt_bytes(view.chat, chat) + 1);
-      Result<size_t> n = llm::render_chat(view.chat, chat, Span<char>(out.data(), out.size()), &ctx);
-      if (!n.is_ok()) fail(n.status(), ctx, "--chat");
-      text.assign(out.data(), n.value());
+    if (o.prompt_ids.empty()) {
+      std::string text = r.prompt;
+      if (o.chat) {
+        llm::ChatPrompt chat;
+        chat.user = r.prompt;
+        chat.has_system = !o.system.empty();
+        chat.system = o.system;
+        std::vector<char> out(llm::chat_prompt_bytes(view.chat, chat) + 1);
+        Result<size_t> n = llm::render_chat(view.chat, chat, Span<char>(out.data(), out.size()), &ctx);
+        if (!n.is_ok()) fail(n.status(), ctx, "--chat");
+        text.assign(out.data(), n.value());
+      }
+      // A chat prompt carries its own BOS text (Llama-3); plain prompts get the tokenizer's BOS.
+      r.ids = encode(*tokenizer, text, /*special=*/!(o.chat && view.chat.format == llm::ChatFormat::Llama3));
+      if (r.ids.empty()) fail("the prompt encodes to no tokens");
     }
-    // A chat prompt carries its own BOS text (Llama-3); plain prompts get the tokenizer's BOS.
-    r.ids = encode(tokenizer, text, /*special=*/!(o.chat && view.chat.format == llm::ChatFormat::Llama3));
-    if (r.ids.empty()) fail("the prompt encodes to no tokens");
-    r.decoder = std::make_unique<llm::StreamDecoder>(tokenizer, /*skip_special_tokens=*/true);
+    if (tokenizer != nullptr) {
+      r.decoder = std::make_unique<llm::StreamDecoder>(*tokenizer, /*skip_special_tokens=*/true);
+    }
     if (!r.stop.init(Span<const std::string_view>(stops.data(), stops.size()), &ctx).is_ok()) {
       fail(Status(ctx.code), ctx, "--stop");
     }
@@ -228,16 +457,23 @@ int run_llm(const Options& o) {
            .is_ok()) {
     fail(Status(ctx.code), ctx, "engine");
   }
-  llm::GenerationConfig config;
-  config.max_new_tokens = o.max_new_tokens;
-  const bool sample_default = view.generation.has_do_sample && view.generation.do_sample;
-  config.temperature = o.temperature >= 0 ? o.temperature : sample_default && view.generation.has_temperature ? view.generation.temperature : 0.0f;
-  config.top_k = o.top_k >= 0 ? o.top_k : sample_default && view.generation.has_top_k ? view.generation.top_k : 0;
-  config.top_p = o.top_p >= 0 ? o.top_p : sample_default && view.generation.has_top_p ? view.generation.top_p : 1.0f;
-  config.repetition_penalty = o.repetition_penalty >= 0 ? o.repetition_penalty
-                              : view.generation.has_repetition_penalty ? view.generation.repetition_penalty : 1.0f;
-  config.seed = static_cast<int32_t>(o.seed);
-  config.ignore_eos = o.ignore_eos;
+  // --dump-logits: checked, and its file opened (a temporary beside it, renamed at the end), before
+  // any generation, so that a program without logits or an unwritable path fails at once.
+  std::unique_ptr<tools::AtomicFile> dump;
+  std::vector<float> dumped;  // [rows, vocab_size]: row i is the logits generated token i was sampled from
+  if (!o.dump_logits.empty()) {
+    if (!engine.has_logits()) {
+      fail("--dump-logits: " + o.program + " has no 'logits' output (export it with --emit-logits)");
+    }
+    try {
+      dump = std::make_unique<tools::AtomicFile>(o.dump_logits, "--dump-logits");
+    } catch (const std::exception& e) {
+      fail(e.what());
+    }
+    const int32_t most = std::min(o.max_new_tokens, view.max_context);
+    dumped.reserve(size_t(std::min(most, 256)) * size_t(view.vocab_size));
+  }
+  const llm::GenerationConfig config = generation_config(o, view.generation);
   // The flags were checked when parsed (main.cc); what comes from the program's
   // generation_config.json must be usable too.
   auto refuse_default = [](const char* field, double value, const char* flag) {
@@ -271,15 +507,18 @@ int run_llm(const Options& o) {
   std::vector<int32_t> seq_request(static_cast<size_t>(limits.max_requests), -1);
   for (size_t i = 0; i < requests.size(); ++i) seq_request[static_cast<size_t>(requests[i].seq)] = static_cast<int32_t>(i);
 
-  const bool stream = requests.size() == 1;
-  std::vector<char> piece(requests[0].decoder->max_push_bytes() + 8);
+  // One request streams its text as it comes; several are printed at the end, one line each.
+  const bool stream = requests.size() == 1 && tokenizer != nullptr;
+  std::vector<char> piece(tokenizer != nullptr ? requests[0].decoder->max_push_bytes() + 8 : 8);
   std::vector<char> shown(piece.size() + llm::StopMatcher::kMaxHold + 8);
   double prefill_s = 0, decode_s = 0;
   int64_t prefill_tokens = 0, decode_tokens = 0;
+  bool line_open = false;  // the streamed text so far is not empty and does not end with '\n'
   auto emit = [&](Request& r, const char* data, size_t n) {
     if (stream) {
       std::fwrite(data, 1, n, stdout);
       std::fflush(stdout);
+      if (n > 0) line_open = data[n - 1] != '\n';
     } else {
       r.text.append(data, n);
     }
@@ -306,11 +545,18 @@ int run_llm(const Options& o) {
         fail(engine.failure(e.seq, &why), why, "prompt " + std::to_string(index + 1));
       }
       ++r.generated;
-      if (e.finished == llm::FinishReason::Eos) continue;  // the EOS token is not shown
-      if (e.token >= static_cast<int32_t>(tokenizer.token_count())) {
+      if (dump) {  // the row this token was sampled from (before the repetition penalty)
+        const Span<const float> row = engine.logits(e.seq);
+        if (row.size() != size_t(view.vocab_size)) {
+          fail("--dump-logits: no logits row for generated token " + std::to_string(r.generated - 1));
+        }
+        dumped.insert(dumped.end(), row.data(), row.data() + row.size());
+      }
+      if (e.finished == llm::FinishReason::Eos || tokenizer == nullptr) continue;  // the EOS token is not shown
+      if (e.token >= static_cast<int32_t>(tokenizer->token_count())) {
         // A model vocabulary larger than the tokenizer's (Qwen2.5: 151936 rows, 151665 tokens): the
         // id has no text; HF's decode skips it too.
-        if (!warned_unknown) std::fprintf(stderr, "runner: note: id %d has no token in the tokenizer (%zu tokens); shown as nothing\n", e.token, tokenizer.token_count());
+        if (!warned_unknown) std::fprintf(stderr, "runner: note: id %d has no token in the tokenizer (%zu tokens); shown as nothing\n", e.token, tokenizer->token_count());
         warned_unknown = true;
         continue;
       }
@@ -322,6 +568,7 @@ int run_llm(const Options& o) {
     }
   }
   for (Request& r : requests) {
+    if (r.decoder == nullptr) continue;
     Result<size_t> n = r.decoder->flush(Span<char>(piece.data(), piece.size()), &ctx);
     if (n.is_ok() && !r.stop.matched()) {
       const size_t m = r.stop.feed(std::string_view(piece.data(), n.value()), shown.data());
@@ -329,17 +576,25 @@ int run_llm(const Options& o) {
       emit(r, shown.data(), r.stop.flush(shown.data()));
     }
   }
-  if (stream) std::printf("\n");
+  // What follows (the ids on stdout, the counts and speeds on stderr) starts on a line of its own,
+  // also when both streams go to one file or pipe: end an unfinished text line, and flush stdout
+  // before anything is written to stderr.
+  if (line_open) std::printf("\n");
+  std::fflush(stdout);
   for (size_t i = 0; i < requests.size(); ++i) {
     const Request& r = requests[i];
-    if (!stream) std::printf("[%zu] %s\n", i + 1, r.text.c_str());
-    if (o.print_ids) {
+    if (!stream && tokenizer != nullptr) std::printf("[%zu] %s\n", i + 1, r.text.c_str());
+    if (o.print_ids || tokenizer == nullptr) {  // without a tokenizer the ids are the output
       const Span<const int32_t> all = engine.tokens(r.seq);
       const size_t p = static_cast<size_t>(engine.prompt_length(r.seq));
-      std::printf("generated ids%s: %s\n", stream ? "" : (" [" + std::to_string(i + 1) + "]").c_str(),
+      std::printf("generated ids%s: %s\n", requests.size() == 1 ? "" : (" [" + std::to_string(i + 1) + "]").c_str(),
                   ids_text(Span<const int32_t>(all.data() + p, all.size() - p)).c_str());
     }
-    std::fprintf(stderr, "[%zu] %d tokens, finished: %s\n", i + 1, r.generated, llm::to_string(engine.finish_reason(r.seq)));
+  }
+  std::fflush(stdout);
+  for (size_t i = 0; i < requests.size(); ++i) {
+    std::fprintf(stderr, "[%zu] %d tokens, finished: %s\n", i + 1, requests[i].generated,
+                 llm::to_string(engine.finish_reason(requests[i].seq)));
   }
   std::fprintf(stderr, "prefill: %lld tokens in %.3f s (%.1f tok/s); decode: %lld tokens in %.3f s (%.1f tok/s); "
                "%d preemption%s, %d prefix-cache tokens; %d KV blocks of %d tokens (%.1f MiB)\n",
@@ -348,6 +603,25 @@ int run_llm(const Options& o) {
                engine.scheduler().preemptions(), engine.scheduler().preemptions() == 1 ? "" : "s",
                engine.scheduler().prefix_hit_tokens(), num_blocks, view.block_size,
                double(llm::kv_bytes_per_block(view)) * num_blocks / (1 << 20));
+  if (dump) {
+    tools::NpyArray array;
+    array.dtype = ScalarType::F32;
+    const int64_t rows = static_cast<int64_t>(dumped.size() / size_t(view.vocab_size));
+    array.dims = {rows, view.vocab_size};
+    const uint8_t* bytes = reinterpret_cast<const uint8_t*>(dumped.data());
+    array.data.assign(bytes, bytes + dumped.size() * sizeof(float));
+    std::vector<uint8_t> file;
+    std::string error;
+    if (!tools::serialize_npy(array, &file, &error)) fail("--dump-logits " + o.dump_logits + ": " + error);
+    try {
+      dump->write(file.data(), file.size());
+      dump->commit();
+    } catch (const std::exception& e) {
+      fail(e.what());
+    }
+    std::fprintf(stderr, "logits: %lld rows (one per generated token) x %d -> %s\n", static_cast<long long>(rows),
+                 view.vocab_size, o.dump_logits.c_str());
+  }
   return 0;
 }
 

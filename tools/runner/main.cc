@@ -171,6 +171,7 @@ int run_info(const Options& o) {
   }
   std::printf("  segments: %zu (constants %" PRIu64 " bytes)%s\n", p.segments().size(), constant_bytes,
               p.debug_info() ? ", debug info present" : "");
+  print_llm_info(p);  // LLM programs: the LlmInfo table and the KV cache (llm_runner.cc)
   for (size_t m = 0; m < p.method_count(); ++m) {
     ErrorContext ctx;
     Result<MethodMeta> meta = p.method_meta(p.method_name(m), &ctx);
@@ -543,6 +544,8 @@ void apply_llm_flags(const CLI::App& app, const LlmNumberFlags& f, Options* o) {
   constexpr int64_t kInt32Max = 2147483647;
   if (app.count("--prompt") > 0 && o->prompt.empty()) fail("--prompt is empty");
   if (app.count("--prompts-file") > 0 && o->prompts_file.empty()) fail("--prompts-file is empty");
+  if (app.count("--prompt-ids") > 0 && o->prompt_ids.empty()) fail("--prompt-ids is empty");
+  if (app.count("--dump-logits") > 0 && o->dump_logits.empty()) fail("--dump-logits is empty");
   if (app.count("--max-new-tokens") > 0) {
     o->max_new_tokens = static_cast<int>(
         parse_int_flag("--max-new-tokens", f.max_new_tokens, 1, kInt32Max, "must be in [1, 2147483647]"));
@@ -599,6 +602,13 @@ int main(int argc, char** argv) {
   app.add_option("--profile", o.profile, "Write per-instruction timings as a Chrome trace (JSON) and print a per-op summary");
   // LLM programs (exported from a Hugging Face checkpoint folder).
   app.add_option("--prompt", o.prompt, "LLM: generate from this prompt (not empty), streaming the text; prints prefill and decode tokens/s");
+  app.add_option("--prompt-ids", o.prompt_ids,
+                 "LLM: generate from these token ids (comma- or space-separated, each in [0, vocab_size)) instead "
+                 "of --prompt: no tokenizer needed; the output is text when there is one, else ids");
+  app.add_option("--dump-logits", o.dump_logits,
+                 "LLM (exported with --emit-logits): write the logits each generated token was sampled from "
+                 "(row 0: at the prompt's last position, row i: after generated token i-1) as float32 .npy "
+                 "[generated tokens, vocab_size]");
   app.add_option("--prompts-file", o.prompts_file,
                  "LLM: one prompt per line (empty lines are skipped), run concurrently (continuous batching)");
   app.add_flag("--chat", o.chat, "LLM: wrap the prompt in the program's chat template (ChatML, Llama-3)");
@@ -646,6 +656,7 @@ int main(int argc, char** argv) {
     }
     if (!o.info.empty()) return run_info(o);
     if (wants_llm(o)) return run_llm(o);
+    if (!o.dump_logits.empty()) fail("--dump-logits needs an LLM generation: --prompt or --prompt-ids");
     if (o.program.empty()) {
       std::fprintf(stderr, "runner: error: give --program FILE or --info FILE (see --help)\n");
       return 2;

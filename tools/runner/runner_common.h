@@ -33,6 +33,8 @@ struct Options {
   uint64_t seed = 0;
   // LLM programs (llm_runner.cc).
   std::string prompt, prompts_file, system, tokenizer, encode, decode;
+  std::string prompt_ids;   // --prompt-ids: the prompt as token ids (no tokenizer needed)
+  std::string dump_logits;  // --dump-logits FILE.npy: the logits of every generated token
   std::vector<std::string> stops;
   bool chat = false, print_ids = false, ignore_eos = false, warmup = false;
   int max_new_tokens = 128;
