@@ -34,7 +34,7 @@ if [[ $mode == pack ]]; then
   # Debian's libraries that the GPU machine's Ubuntu lacks (CUDA's come from its own toolkit).
   for bin in "$dest"/bin/*; do
     ldd "$bin" | awk '/=> \/(usr\/)?lib/ {print $3}'
-  done | sort -u | grep -E 'libhwy|libxxhash|libprotobuf|libabsl|libgtest|libgmock' | xargs -r cp -L -t "$dest/lib/"
+  done | sort -u | grep -E 'libhwy|libxxhash|libprotobuf|libabsl|libgtest|libgmock|libXNNPACK|libpthreadpool|libcpuinfo' | xargs -r cp -L -t "$dest/lib/"
   [[ -d $build/llm_checkpoints ]] && cp -r "$build/llm_checkpoints" "$dest/"
   cp "$build/capabilities.json" "$dest/"   # the exporter's manifest (--backends cuda)
   echo "packed into $dest: $(ls "$dest/bin" | wc -l) binaries, $(du -sh "$dest" | cut -f1)"
