@@ -11,27 +11,12 @@
 namespace ember::kernels::reference {
 namespace {
 
+// f32 binary with numpy broadcasting, computed in double and rounded once.
 template <typename Fn>
 void binary(const TensorView* inputs, TensorView* outputs, Fn fn) {
-  const TensorView& a = inputs[0];
-  const TensorView& b = inputs[1];
-  TensorView& out = outputs[0];
-  const float* pa = a.data_as<const float>();
-  const float* pb = b.data_as<const float>();
-  float* po = out.data_as<float>();
-  int64_t sa[kMaxRank], sb[kMaxRank];
-  internal::broadcast_strides(a.dims, a.rank, out.rank, sa);
-  internal::broadcast_strides(b.dims, b.rank, out.rank, sb);
-  internal::Odometer it;
-  it.rank = out.rank;
-  it.dims = out.dims;
-  it.strides[0] = sa;
-  it.strides[1] = sb;
-  const int64_t n = internal::numel(out);
-  for (int64_t i = 0; i < n; ++i, it.next()) {
-    po[i] = static_cast<float>(
-        fn(static_cast<double>(pa[it.offset[0]]), static_cast<double>(pb[it.offset[1]])));
-  }
+  internal::binary_typed<float, float>(inputs, outputs, [&](float x, float y) {
+    return static_cast<float>(fn(static_cast<double>(x), static_cast<double>(y)));
+  });
 }
 
 template <typename Fn>

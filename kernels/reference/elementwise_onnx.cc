@@ -12,27 +12,6 @@
 namespace ember::kernels::reference {
 namespace {
 
-// out[i] = fn(a[ia], b[ib]) over the numpy broadcast of a and b; In and Out are the element types.
-template <typename In, typename Out, typename Fn>
-void binary_typed(const TensorView* inputs, TensorView* outputs, Fn fn) {
-  const TensorView& a = inputs[0];
-  const TensorView& b = inputs[1];
-  TensorView& out = outputs[0];
-  const In* pa = a.data_as<const In>();
-  const In* pb = b.data_as<const In>();
-  Out* po = out.data_as<Out>();
-  int64_t sa[kMaxRank], sb[kMaxRank];
-  internal::broadcast_strides(a.dims, a.rank, out.rank, sa);
-  internal::broadcast_strides(b.dims, b.rank, out.rank, sb);
-  internal::Odometer it;
-  it.rank = out.rank;
-  it.dims = out.dims;
-  it.strides[0] = sa;
-  it.strides[1] = sb;
-  const int64_t n = internal::numel(out);
-  for (int64_t i = 0; i < n; ++i, it.next()) po[i] = fn(pa[it.offset[0]], pb[it.offset[1]]);
-}
-
 // f32 unary in double, rounded once.
 template <typename Fn>
 void unary_f32(const TensorView* inputs, TensorView* outputs, Fn fn) {
@@ -59,14 +38,14 @@ template <typename Cmp>
 void compare(const TensorView* inputs, TensorView* outputs, Cmp cmp) {
   by_dtype(inputs[0].dtype, [&](auto zero) {
     using T = decltype(zero);
-    binary_typed<T, uint8_t>(inputs, outputs, [&](T x, T y) { return cmp(x, y) ? uint8_t{1} : uint8_t{0}; });
+    internal::binary_typed<T, uint8_t>(inputs, outputs, [&](T x, T y) { return cmp(x, y) ? uint8_t{1} : uint8_t{0}; });
   });
 }
 
 // Bool inputs are bytes; any nonzero byte is true (Cast's rule), the output 0 or 1.
 template <typename Fn>
 void logical(const TensorView* inputs, TensorView* outputs, Fn fn) {
-  binary_typed<uint8_t, uint8_t>(inputs, outputs,
+  internal::binary_typed<uint8_t, uint8_t>(inputs, outputs,
                                  [&](uint8_t x, uint8_t y) { return fn(x != 0, y != 0) ? uint8_t{1} : uint8_t{0}; });
 }
 
@@ -88,7 +67,7 @@ void leaky_relu(KernelContext&, const OpAttrs& attrs, const TensorView* inputs, 
 
 // x < 0 ? slope x : x with the slope broadcast to x (its shape function checked that it does).
 void prelu(KernelContext&, const OpAttrs&, const TensorView* inputs, size_t, TensorView* outputs, size_t) {
-  binary_typed<float, float>(inputs, outputs, [](float x, float s) {
+  internal::binary_typed<float, float>(inputs, outputs, [](float x, float s) {
     return x < 0.0f ? static_cast<float>(static_cast<double>(s) * static_cast<double>(x)) : x;
   });
 }
@@ -213,7 +192,7 @@ void logical_not(KernelContext&, const OpAttrs&, const TensorView* inputs, size_
 void max(KernelContext&, const OpAttrs&, const TensorView* inputs, size_t, TensorView* outputs, size_t) {
   by_dtype(inputs[0].dtype, [&](auto zero) {
     using T = decltype(zero);
-    binary_typed<T, T>(inputs, outputs, [](T a, T b) { return a != a ? a : (a > b ? a : b); });
+    internal::binary_typed<T, T>(inputs, outputs, [](T a, T b) { return a != a ? a : (a > b ? a : b); });
   });
 }
 
@@ -221,7 +200,7 @@ void max(KernelContext&, const OpAttrs&, const TensorView* inputs, size_t, Tenso
 void min(KernelContext&, const OpAttrs&, const TensorView* inputs, size_t, TensorView* outputs, size_t) {
   by_dtype(inputs[0].dtype, [&](auto zero) {
     using T = decltype(zero);
-    binary_typed<T, T>(inputs, outputs, [](T a, T b) { return a != a ? a : (a < b ? a : b); });
+    internal::binary_typed<T, T>(inputs, outputs, [](T a, T b) { return a != a ? a : (a < b ? a : b); });
   });
 }
 

@@ -191,4 +191,25 @@ inline void store_scalar(ScalarType type, const Scalar& s, void* data, int64_t i
   }
 }
 
+// out[i] = fn(a[ia], b[ib]) over the numpy broadcast of a and b; In and Out are the element types.
+template <typename In, typename Out, typename Fn>
+void binary_typed(const TensorView* inputs, TensorView* outputs, Fn fn) {
+  const TensorView& a = inputs[0];
+  const TensorView& b = inputs[1];
+  TensorView& out = outputs[0];
+  const In* pa = a.data_as<const In>();
+  const In* pb = b.data_as<const In>();
+  Out* po = out.data_as<Out>();
+  int64_t sa[kMaxRank], sb[kMaxRank];
+  broadcast_strides(a.dims, a.rank, out.rank, sa);
+  broadcast_strides(b.dims, b.rank, out.rank, sb);
+  Odometer it;
+  it.rank = out.rank;
+  it.dims = out.dims;
+  it.strides[0] = sa;
+  it.strides[1] = sb;
+  const int64_t n = numel(out);
+  for (int64_t i = 0; i < n; ++i, it.next()) po[i] = fn(pa[it.offset[0]], pb[it.offset[1]]);
+}
+
 }  // namespace ember::kernels::reference::internal

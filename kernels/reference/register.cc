@@ -230,24 +230,11 @@ Status register_reference_kernels(KernelRegistry& registry, bool only_missing) {
   EMBER_RETURN_IF_ERROR(r.add(OpCode::ConvTranspose2d, ref::conv_transpose2d, {F, F, F}));
 
   // [issue 17: lstm, gru]
-  // Every arity and every subset of the optional inputs (absent = X); sequence_lens is i32.
-  for (const bool is_lstm : {true, false}) {
-    const int max_inputs = is_lstm ? 8 : 6, outs = is_lstm ? 3 : 2;
-    for (int n = 3; n <= max_inputs; ++n) {
-      for (uint32_t mask = 0; mask < (1u << (n - 3)); ++mask) {
-        KernelKey key;
-        key.op = is_lstm ? OpCode::Lstm : OpCode::Gru;
-        key.arg_count = static_cast<uint8_t>(n + outs);
-        for (int i = 0; i < n + outs; ++i) key.dtypes[i] = F;
-        for (int i = 3; i < n; ++i) {
-          if ((mask >> (i - 3)) & 1u) key.dtypes[i] = X;
-          else if (i == 4) key.dtypes[i] = ScalarType::I32;
-        }
-        EMBER_RETURN_IF_ERROR(r.add(key, is_lstm ? ref::lstm : ref::gru, ref::rnn_scratch));
-      }
-    }
+  for (const OpCode op : {OpCode::Lstm, OpCode::Gru}) {
+    EMBER_RETURN_IF_ERROR(for_each_rnn_key(op, [&](const KernelKey& key) {
+      return r.add(key, op == OpCode::Lstm ? ref::lstm : ref::gru, ref::rnn_scratch);
+    }));
   }
-
   return Status::ok();
 }
 

@@ -2,6 +2,10 @@
 // branch it takes; one whose condition is computed at run time runs both branches and selects each
 // output with where (the exporter's IR, partitioner and planner are straight-line; the program's
 // JumpIfFalse would skip the untaken branch, which a later change can use). Loop is not supported.
+#include <charconv>
+#include <cmath>
+#include <cstring>
+
 #include "exporter/importers/onnx/importer_internal.h"
 #include "exporter/passes/weight_check.h"
 
@@ -136,4 +140,87 @@ void Importer::op_if(NodeContext& ctx) {
   }
 }
 
+// exporter --input-value: a graph input fixed to constants at export (declare_inputs calls this).
+void Importer::bind_input_value(const onnx::ValueInfoProto& in, const OnnxImportOptions::InputValue& iv) {
+  const std::string what = "--input-value '" + iv.text + "'";
+  if (!in.type().has_tensor_type()) throw ExportError(what + ": input '" + in.name() + "' is not a tensor");
+  const auto& tt = in.type().tensor_type();
+  HostTensor t;
+  t.dtype = map_onnx_dtype(tt.elem_type(), "onnx: graph input '" + in.name() + "'");
+  if (t.dtype == ScalarType::F64) t.dtype = ScalarType::F32;  // as DOUBLE constants are
+  const size_t n = iv.values.size();
+  if (tt.has_shape() && !(tt.shape().dim_size() == 1 && n == 1 && !tt.shape().dim(0).has_dim_value())) {
+    for (const auto& d : tt.shape().dim()) {
+      if (!d.has_dim_value() || d.dim_value() < 0) {
+        // An unknown dim takes what the values give when it is the only one (a 1-D input).
+        if (tt.shape().dim_size() != 1) {
+          throw ExportError(what + ": input '" + in.name() + "' has a dim that is not fixed; give it a fixed size in the model");
+        }
+        t.dims.push_back(static_cast<int64_t>(n));
+      } else {
+        t.dims.push_back(d.dim_value());
+      }
+    }
+  } else if (tt.has_shape()) {
+    t.dims.push_back(1);
+  }
+  if (product(t.dims) != n) {
+    throw ExportError(what + ": input '" + in.name() + "' holds " + std::to_string(product(t.dims)) + " elements, " +
+                      std::to_string(n) + " value(s) given");
+  }
+  const size_t width = static_cast<size_t>(std::max(1, bits_of(t.dtype) / 8));
+  t.bytes.assign(n * width, 0);
+  for (size_t i = 0; i < n; ++i) {
+    const double v = iv.values[i];
+    uint8_t* at = t.bytes.data() + i * width;
+    auto integral = [&](double lo, double hi) {
+      if (v != std::floor(v) || v < lo || v > hi) {
+        throw ExportError(what + ": value " + std::to_string(i) + " does not fit input '" + in.name() + "' (" +
+                          to_string(t.dtype) + ")");
+      }
+    };
+    switch (t.dtype) {
+      case ScalarType::F32: { const float f = static_cast<float>(v); std::memcpy(at, &f, 4); break; }
+      case ScalarType::F16: { const uint16_t h = f32_to_f16(static_cast<float>(v)); std::memcpy(at, &h, 2); break; }
+      case ScalarType::BF16: { const uint16_t h = f32_to_bf16(static_cast<float>(v)); std::memcpy(at, &h, 2); break; }
+      case ScalarType::I64: { integral(-9.2e18, 9.2e18); const int64_t x = static_cast<int64_t>(v); std::memcpy(at, &x, 8); break; }
+      case ScalarType::I32: { integral(INT32_MIN, INT32_MAX); const int32_t x = static_cast<int32_t>(v); std::memcpy(at, &x, 4); break; }
+      case ScalarType::I16: { integral(INT16_MIN, INT16_MAX); const int16_t x = static_cast<int16_t>(v); std::memcpy(at, &x, 2); break; }
+      case ScalarType::I8: { integral(INT8_MIN, INT8_MAX); *at = static_cast<uint8_t>(static_cast<int8_t>(v)); break; }
+      case ScalarType::U8: { integral(0, 255); *at = static_cast<uint8_t>(v); break; }
+      case ScalarType::Bool: { integral(0, 1); *at = static_cast<uint8_t>(v); break; }
+      default: throw ExportError(what + ": input '" + in.name() + "' is " + to_string(t.dtype) + ", which cannot be bound");
+    }
+  }
+  ++stats_.bound_inputs;
+  env_[in.name()] = std::make_shared<Entry>(Entry{-1, std::make_shared<HostTensor>(std::move(t)), nullptr});
+}
+
 }  // namespace ember::exporter::onnx_detail
+
+namespace ember::exporter {
+
+OnnxImportOptions::InputValue parse_input_value(const std::string& text) {
+  OnnxImportOptions::InputValue iv;
+  iv.text = text;
+  const size_t eq = text.find('=');
+  if (eq == std::string::npos || eq == 0 || eq + 1 == text.size()) {
+    throw ExportError("--input-value '" + text + "': expected NAME=VALUE[,VALUE...]");
+  }
+  iv.name = text.substr(0, eq);
+  size_t start = eq + 1;
+  while (start <= text.size()) {
+    const size_t comma = std::min(text.find(',', start), text.size());
+    const std::string item = text.substr(start, comma - start);
+    double v = 0;
+    const auto [ptr, ec] = std::from_chars(item.data(), item.data() + item.size(), v);
+    if (item.empty() || ec != std::errc() || ptr != item.data() + item.size() || !std::isfinite(v)) {
+      throw ExportError("--input-value '" + text + "': '" + item + "' is not a finite number");
+    }
+    iv.values.push_back(v);
+    start = comma + 1;
+  }
+  return iv;
+}
+
+}  // namespace ember::exporter

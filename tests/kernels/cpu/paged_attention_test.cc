@@ -147,12 +147,7 @@ TEST_P(PagedAttentionTest, SlidingWindowAndSoftcap) {
   for (int64_t window : {0, 1, 5, 16, 17, 4096}) {
     for (float softcap : {0.0f, 1.0f, 50.0f}) {
       const AttentionOptions options{window, softcap};
-      const Result want = RunStep(st, [&](const Step& s, uint8_t* kc, uint8_t* vc, float* out, float sc, ErrorContext* e) {
-        return reference::paged_attention(s.q.data(), s.k.data(), s.v.data(), s.T, s.S, s.spec.q_heads,
-                                          s.spec.kv_heads, s.spec.head_dim, s.spec.dtype, kc, vc, s.block_count,
-                                          s.spec.block_size, s.spec.cache_scale, s.slots.data(), s.tables.data(),
-                                          s.max_blocks, s.lens.data(), s.starts.data(), sc, out, e, options);
-      }, scale);
+      const Result want = RunStep(st, ReferenceWith(options), scale);
       std::vector<float> outs[2];
       for (int threads : {1, 2}) {
         const Result got = RunStep(st, [&](const Step& s, uint8_t* kc, uint8_t* vc, float* out, float sc, ErrorContext* e) {

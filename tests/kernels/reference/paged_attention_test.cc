@@ -73,13 +73,7 @@ TEST(PagedAttentionReferenceTest, SlidingWindowAndSoftcapMatchOracle) {
   const float scale = ScaleFor(c);
   for (int64_t window : {0, 1, 3, 8, 100}) {
     for (float softcap : {0.0f, 0.5f, 30.0f}) {
-      const Result r = RunStep(st, [&](const Step& s, uint8_t* kc, uint8_t* vc, float* out, float sc, ErrorContext* e) {
-        return reference::paged_attention(s.q.data(), s.k.data(), s.v.data(), s.T, s.S, s.spec.q_heads,
-                                          s.spec.kv_heads, s.spec.head_dim, s.spec.dtype, kc, vc, s.block_count,
-                                          s.spec.block_size, s.spec.cache_scale, s.slots.data(), s.tables.data(),
-                                          s.max_blocks, s.lens.data(), s.starts.data(), sc, out, e,
-                                          AttentionOptions{window, softcap});
-      }, scale);
+      const Result r = RunStep(st, ReferenceWith(AttentionOptions{window, softcap}), scale);
       ASSERT_TRUE(r.status.is_ok());
       EXPECT_LE(MaxRowRelL2(r.out, Oracle(st, scale, window, softcap), c.head_dim), 1e-6)
           << "window " << window << " softcap " << softcap;

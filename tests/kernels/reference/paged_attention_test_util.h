@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "kernels/reference/paged_attention.h"
 #include "runtime/core/float_codecs.h"
 #include "runtime/core/scalar_type.h"
 #include "runtime/core/status.h"
@@ -194,6 +195,16 @@ inline std::vector<float> Oracle(const Step& st, float scale, int64_t window = 0
 // Runs an implementation with the reference's argument list on copies of the initial caches.
 using RunFn = std::function<Status(const Step&, uint8_t* kc, uint8_t* vc, float* out, float scale,
                                    ErrorContext* error)>;
+
+// The reference with attention options (sliding window, soft-capping) as a RunFn.
+inline RunFn ReferenceWith(AttentionOptions options) {
+  return [options](const Step& s, uint8_t* kc, uint8_t* vc, float* out, float scale, ErrorContext* e) {
+    return reference::paged_attention(s.q.data(), s.k.data(), s.v.data(), s.T, s.S, s.spec.q_heads, s.spec.kv_heads,
+                                      s.spec.head_dim, s.spec.dtype, kc, vc, s.block_count, s.spec.block_size,
+                                      s.spec.cache_scale, s.slots.data(), s.tables.data(), s.max_blocks,
+                                      s.lens.data(), s.starts.data(), scale, out, e, options);
+  };
+}
 
 struct Result {
   Status status;
